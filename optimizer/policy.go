@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Policy plans one round. Implementations must be deterministic: the same
@@ -21,6 +22,9 @@ type Options struct {
 	MaxCopies int
 	// CopyEfficiency scales the summed rate of HadarE copies (default 1.0).
 	CopyEfficiency float64
+	// MigrationPenalty is the work a running job loses when it moves (its
+	// restart cost); Hadar moves a job only when that saves more.
+	MigrationPenalty time.Duration
 }
 
 // Factory builds a fresh policy instance; each simulation run or daemon gets

@@ -1,0 +1,143 @@
+package optimizer
+
+import (
+	"math/rand/v2"
+	"sort"
+	"time"
+)
+
+// Tiresias is 2D-LAS with discretised queues (Gu et al., NSDI 2019):
+// attained service (GPUs x time) moves a job down K queues at fixed
+// thresholds; new jobs enter the top queue; jobs are FIFO within a queue;
+// higher queues preempt lower ones; smaller jobs backfill when the head does
+// not fit; a job that has waited PromoteKnob times its executed time is
+// promoted back to the top queue. It is heterogeneity-agnostic.
+type Tiresias struct {
+	// Thresholds are the attained-service queue limits in GPU-seconds.
+	Thresholds  []float64
+	PromoteKnob float64
+
+	rng     *rand.Rand
+	lastRun map[string]time.Time
+	offset  map[string]float64 // attained service forgiven by promotion
+}
+
+func init() {
+	Register("tiresias", "Tiresias: discretised 2D-LAS (GPU-time queues 3250/7200/18000 s), preemptive, starvation promotion, agnostic", func(o Options) Policy {
+		return &Tiresias{
+			Thresholds: []float64{3250, 7200, 18000}, PromoteKnob: 8,
+			rng:     rand.New(rand.NewPCG(uint64(o.Seed), 0x94d049bb133111eb)),
+			lastRun: map[string]time.Time{}, offset: map[string]float64{},
+		}
+	})
+	Register("elas", "E-LAS: least attained service weighted by epoch progress (GPUs x fraction of steps done), preemptive, agnostic", func(o Options) Policy {
+		return &ELAS{rng: rand.New(rand.NewPCG(uint64(o.Seed), 0xbf58476d1ce4e5b9))}
+	})
+}
+
+// Name implements Policy.
+func (t *Tiresias) Name() string { return "tiresias" }
+
+func (t *Tiresias) queue(j *Job) int {
+	a := j.Attained - t.offset[j.ID]
+	q := 0
+	for _, th := range t.Thresholds {
+		if a >= th {
+			q++
+		}
+	}
+	return q
+}
+
+// Plan implements Policy.
+func (t *Tiresias) Plan(s *Snapshot) (*Plan, error) {
+	jobs := sortedJobs(s)
+	present := map[string]bool{}
+	for _, j := range jobs {
+		present[j.ID] = true
+		if len(j.Current) > 0 {
+			t.lastRun[j.ID] = s.Now
+		}
+		last, ran := t.lastRun[j.ID]
+		if !ran {
+			last = j.Arrival
+		}
+		if waited := s.Now.Sub(last).Seconds(); j.Executed > 0 && waited >= t.PromoteKnob*j.Executed {
+			t.offset[j.ID] = j.Attained
+		}
+	}
+	for id := range t.lastRun {
+		if !present[id] {
+			delete(t.lastRun, id)
+			delete(t.offset, id)
+		}
+	}
+	sort.SliceStable(jobs, func(a, b int) bool { return t.queue(jobs[a]) < t.queue(jobs[b]) })
+	return placeAgnostic(s, jobs, t.rng), nil
+}
+
+// ELAS orders jobs by attained service weighted by their real-time epoch
+// progress rate (Sultana et al., ICPP 2020); only the paper's abstract is
+// public, so the key is pluggable. The default key is
+// attained GPU-seconds x (fraction of steps done / executed seconds), which
+// for a gang job is GPUs x fraction done: jobs that have made the least
+// progress run first.
+type ELAS struct {
+	Key func(j *Job) float64
+	rng *rand.Rand
+}
+
+// Name implements Policy.
+func (e *ELAS) Name() string { return "elas" }
+
+// Plan implements Policy.
+func (e *ELAS) Plan(s *Snapshot) (*Plan, error) {
+	key := e.Key
+	if key == nil {
+		key = func(j *Job) float64 {
+			if j.Executed <= 0 || j.TotalSteps <= 0 {
+				return 0
+			}
+			done := (j.TotalSteps - j.RemainingSteps) / j.TotalSteps
+			return j.Attained * done / j.Executed
+		}
+	}
+	jobs := sortedJobs(s)
+	keys := make(map[string]float64, len(jobs))
+	for _, j := range jobs {
+		keys[j.ID] = key(j)
+	}
+	sort.SliceStable(jobs, func(a, b int) bool { return keys[jobs[a].ID] < keys[jobs[b].ID] })
+	return placeAgnostic(s, jobs, e.rng), nil
+}
+
+// placeAgnostic places whole gangs in the given order, each on one GPU type
+// without regard to speed: a running job keeps its type, others take the
+// first type (in an order shuffled each round) with room. Jobs that do not
+// fit are skipped, so smaller ones behind them backfill.
+func placeAgnostic(s *Snapshot, order []*Job, rng *rand.Rand) *Plan {
+	types := s.Types()
+	rng.Shuffle(len(types), func(a, b int) { types[a], types[b] = types[b], types[a] })
+	pool := newFreePool(s.Nodes)
+	left := map[string]int{}
+	for _, h := range types {
+		left[h] = pool.Free(h)
+	}
+	chosen := map[string]string{}
+	var picked []*Job
+	for _, j := range order {
+		cands := types
+		if cur := currentType(j.Current); cur != "" {
+			cands = append([]string{cur}, types...)
+		}
+		for _, h := range cands {
+			if left[h] >= j.Workers && s.Throughput.Rate(j.Type, h, j.Workers) > 0 {
+				left[h] -= j.Workers
+				chosen[j.ID] = h
+				picked = append(picked, j)
+				break
+			}
+		}
+	}
+	return placeChosen(pool, picked, chosen)
+}

@@ -1,0 +1,327 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/hadar-sched/hadar/optimizer"
+)
+
+// Epoch is the simulated wall-clock time of second 0 of a trace. Policies see
+// Snapshot.Now = Epoch + simulated seconds; nothing reads a real clock.
+var Epoch = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Cluster describes the simulated cluster: GPUs per type, packed into nodes
+// of GPUsPerNode GPUs of one type each.
+type Cluster struct {
+	GPUs        map[string]int
+	GPUsPerNode int
+}
+
+// Nodes lays the cluster out as nodes named <type>-<n>, in type order.
+func (c Cluster) Nodes() []optimizer.Node {
+	per := c.GPUsPerNode
+	if per <= 0 {
+		per = 1
+	}
+	types := make([]string, 0, len(c.GPUs))
+	for t := range c.GPUs {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	var nodes []optimizer.Node
+	for _, t := range types {
+		left := c.GPUs[t]
+		for i := 0; left > 0; i++ {
+			n := min(per, left)
+			nodes = append(nodes, optimizer.Node{Name: fmt.Sprintf("%s-%d", t, i), Type: t, GPUs: n})
+			left -= n
+		}
+	}
+	return nodes
+}
+
+// TotalGPUs is the number of GPUs in the cluster.
+func (c Cluster) TotalGPUs() int {
+	n := 0
+	for _, g := range c.GPUs {
+		n += g
+	}
+	return n
+}
+
+// Config is one simulation run.
+type Config struct {
+	Cluster     Cluster
+	Round       time.Duration
+	Throughputs optimizer.Throughputs
+	Policy      optimizer.Policy
+	// CopyEfficiency scales HadarE copies' summed rate (default 1.0).
+	CopyEfficiency float64
+	// MaxSimulatedTime stops a run that would never end (a job no GPU type can
+	// run); default 10 years.
+	MaxSimulatedTime time.Duration
+	// Progress, if set, is called after every round with jobs completed so far.
+	Progress func(completed, total int)
+}
+
+// JobResult is one job's outcome.
+type JobResult struct {
+	ID          string
+	Type        string
+	Workers     int
+	Arrival     float64 // seconds
+	FirstStart  float64 // seconds; -1 if it never ran
+	Completion  float64 // seconds; -1 if it never completed
+	IsolatedJCT float64 // seconds, for finish-time fairness
+	MaxCopies   int     // most HadarE copies the job ran at once
+	CopyRounds  int     // rounds in which the job ran copies
+	CopySum     int     // sum of copies over those rounds
+}
+
+// JCT is completion minus arrival, in seconds.
+func (j JobResult) JCT() float64 { return j.Completion - j.Arrival }
+
+// UtilSample is the fraction of GPUs busy during one round.
+type UtilSample struct {
+	Start, Length float64 // seconds
+	Utilization   float64
+}
+
+// Result is the outcome of one run.
+type Result struct {
+	Policy      string
+	Jobs        []JobResult
+	Rounds      int
+	SchedTimes  []time.Duration
+	Wall        time.Duration
+	BusyGPUSecs float64
+	TotalGPUs   int
+	Util        []UtilSample
+}
+
+type simJob struct {
+	optimizer.Job
+	arrival    float64
+	firstStart float64
+	completion float64
+	isolated   float64
+	// HadarE bookkeeping.
+	maxCopies, copyRounds, copySum int
+}
+
+// Run simulates jobs under cfg until every job completes. It is
+// deterministic: only the scheduling-time measurements vary between runs.
+func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
+	if cfg.Policy == nil {
+		return nil, fmt.Errorf("simulate: no policy")
+	}
+	if cfg.Round <= 0 {
+		return nil, fmt.Errorf("simulate: round must be positive, got %s", cfg.Round)
+	}
+	if cfg.Cluster.TotalGPUs() == 0 {
+		return nil, fmt.Errorf("simulate: the cluster has no GPUs")
+	}
+	if cfg.CopyEfficiency == 0 {
+		cfg.CopyEfficiency = 1
+	}
+	if cfg.MaxSimulatedTime == 0 {
+		cfg.MaxSimulatedTime = 10 * 365 * 24 * time.Hour
+	}
+	wallStart := time.Now()
+	nodes := cfg.Cluster.Nodes()
+	capacity := cfg.Cluster.GPUs
+	round := cfg.Round.Seconds()
+
+	jobs := make([]*simJob, len(trace))
+	for i, tj := range trace {
+		if err := checkRunnable(cfg.Throughputs, tj, capacity); err != nil {
+			return nil, fmt.Errorf("simulate: job %d: %w", i, err)
+		}
+		jobs[i] = &simJob{
+			Job: optimizer.Job{
+				ID: strconv.Itoa(i), Type: tj.JobType, Workers: tj.ScaleFactor,
+				Arrival:    Epoch.Add(seconds(tj.Arrival)),
+				TotalSteps: tj.TotalSteps, RemainingSteps: tj.TotalSteps,
+				Weight: max(tj.PriorityWeight, 0),
+			},
+			arrival: tj.Arrival, firstStart: -1, completion: -1,
+		}
+		if jobs[i].Weight == 0 {
+			jobs[i].Weight = 1
+		}
+	}
+	// Jobs enter in arrival order (ties by trace position).
+	order := make([]*simJob, len(jobs))
+	copy(order, jobs)
+	sort.SliceStable(order, func(a, b int) bool { return order[a].arrival < order[b].arrival })
+
+	res := &Result{Policy: cfg.Policy.Name(), TotalGPUs: cfg.Cluster.TotalGPUs()}
+	if len(jobs) == 0 {
+		res.Wall = time.Since(wallStart)
+		return res, nil
+	}
+	now := order[0].arrival
+	next := 0 // next job in order to arrive
+	var active []*simJob
+	completed := 0
+	for completed < len(jobs) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if now-order[0].arrival > cfg.MaxSimulatedTime.Seconds() {
+			return nil, fmt.Errorf("simulate: %s: %d of %d jobs still unfinished after %s of simulated time", cfg.Policy.Name(), len(jobs)-completed, len(jobs), cfg.MaxSimulatedTime)
+		}
+		for next < len(order) && order[next].arrival <= now {
+			j := order[next]
+			active = append(active, j)
+			j.isolated = isolatedTime(cfg.Throughputs, &j.Job, capacity, len(active))
+			next++
+		}
+		if len(active) == 0 {
+			now = order[next].arrival
+			continue
+		}
+		snap := &optimizer.Snapshot{
+			Now:        Epoch.Add(seconds(now)),
+			Round:      cfg.Round,
+			Nodes:      nodes,
+			Jobs:       make([]optimizer.Job, len(active)),
+			Throughput: cfg.Throughputs,
+		}
+		for i, j := range active {
+			snap.Jobs[i] = j.Job
+		}
+		t0 := time.Now()
+		plan, err := cfg.Policy.Plan(snap)
+		res.SchedTimes = append(res.SchedTimes, time.Since(t0))
+		if err != nil {
+			return nil, fmt.Errorf("simulate: %s at t=%.0fs: %w", cfg.Policy.Name(), now, err)
+		}
+		if err := optimizer.Check(snap, plan); err != nil {
+			return nil, fmt.Errorf("simulate: %s at t=%.0fs: %w", cfg.Policy.Name(), now, err)
+		}
+		res.Rounds++
+
+		// Advance every job by one round. The round ends early only when
+		// every running job finishes before its end (as in Gavel).
+		roundEnd := now
+		busy := 0.0
+		still := active[:0]
+		anyRunning := false
+		for _, j := range active {
+			tasks := plan.Assignments[j.ID]
+			j.Current = tasks
+			if len(tasks) == 0 {
+				still = append(still, j)
+				continue
+			}
+			anyRunning = true
+			rate, copies := jobRate(cfg, &j.Job, tasks)
+			if copies > 0 {
+				j.copyRounds++
+				j.copySum += copies
+				j.maxCopies = max(j.maxCopies, copies)
+			}
+			if j.firstStart < 0 {
+				j.firstStart = now
+			}
+			gpus := float64(optimizer.TaskGPUs(tasks))
+			ran := round
+			if rate > 0 && j.RemainingSteps <= rate*round*(1+1e-12) {
+				ran = j.RemainingSteps / rate
+				j.RemainingSteps = 0
+				j.completion = now + ran
+			} else {
+				j.RemainingSteps -= rate * round
+			}
+			j.Attained += gpus * ran
+			j.Executed += ran
+			busy += gpus * ran
+			roundEnd = math.Max(roundEnd, now+ran)
+			if j.completion >= 0 {
+				completed++
+				continue
+			}
+			still = append(still, j)
+		}
+		active = still
+		if !anyRunning || len(active) > 0 {
+			roundEnd = now + round
+		}
+		if !anyRunning && next < len(order) && len(active) == 0 {
+			roundEnd = order[next].arrival
+		}
+		res.BusyGPUSecs += busy
+		res.Util = append(res.Util, UtilSample{Start: now, Length: roundEnd - now, Utilization: busy / (float64(res.TotalGPUs) * (roundEnd - now))})
+		now = roundEnd
+		if cfg.Progress != nil {
+			cfg.Progress(completed, len(jobs))
+		}
+	}
+	for _, j := range jobs {
+		res.Jobs = append(res.Jobs, JobResult{
+			ID: j.ID, Type: j.Type, Workers: j.Workers, Arrival: j.arrival,
+			FirstStart: j.firstStart, Completion: j.completion, IsolatedJCT: j.isolated,
+			MaxCopies: j.maxCopies, CopyRounds: j.copyRounds, CopySum: j.copySum,
+		})
+	}
+	res.Wall = time.Since(wallStart)
+	return res, nil
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// jobRate is the job's steps/s under tasks, and its number of HadarE copies
+// (0 for a gang placement).
+func jobRate(cfg Config, j *optimizer.Job, tasks []optimizer.Task) (float64, int) {
+	if len(tasks) > 0 && tasks[0].Copy > 0 {
+		return cfg.Throughputs.CopiesRate(j.Type, tasks, cfg.CopyEfficiency), len(tasks)
+	}
+	return cfg.Throughputs.PlacementRate(j.Type, j.Workers, tasks), 0
+}
+
+// checkRunnable rejects a job that no GPU type of the cluster could ever run,
+// which would otherwise keep the simulation going forever.
+func checkRunnable(thr optimizer.Throughputs, tj TraceJob, capacity map[string]int) error {
+	if _, ok := thr[tj.JobType]; !ok {
+		return fmt.Errorf("job type %q is not in the throughput matrix", tj.JobType)
+	}
+	for h, n := range capacity {
+		if n >= tj.ScaleFactor && thr.Rate(tj.JobType, h, tj.ScaleFactor) > 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("no GPU type in the cluster can run %q with %d workers", tj.JobType, tj.ScaleFactor)
+}
+
+// isolatedTime is the job's completion time running alone on an equal 1/n
+// share of every GPU type (Themis, Gavel), n being the number of jobs in the
+// system when it arrived: the share buys time fractions C_h/(n*W) of each
+// type, normalised so that they sum to at most 1.
+func isolatedTime(thr optimizer.Throughputs, j *optimizer.Job, capacity map[string]int, n int) float64 {
+	fracs := map[string]float64{}
+	sum := 0.0
+	for h, c := range capacity {
+		f := float64(c) / float64(n*j.Workers)
+		fracs[h] = f
+		sum += f
+	}
+	if sum > 1 {
+		for h := range fracs {
+			fracs[h] /= sum
+		}
+	}
+	rate := 0.0
+	for h, f := range fracs {
+		rate += f * thr.Rate(j.Type, h, j.Workers)
+	}
+	if rate <= 0 {
+		return math.Inf(1)
+	}
+	return j.TotalSteps / rate
+}
