@@ -112,9 +112,10 @@ func (e *ELAS) Plan(s *Snapshot) (*Plan, error) {
 }
 
 // placeAgnostic places whole gangs in the given order, each on one GPU type
-// without regard to speed: a running job keeps its type, others take the
-// first type (in an order shuffled each round) with room. Jobs that do not
-// fit are skipped, so smaller ones behind them backfill.
+// without regard to speed: the first type, in an order shuffled each round
+// (as Gavel does for its agnostic policies), with room. Jobs that do not fit
+// are skipped, so smaller ones behind them backfill. A job that lands on its
+// current type keeps its nodes.
 func placeAgnostic(s *Snapshot, order []*Job, rng *rand.Rand) *Plan {
 	types := s.Types()
 	rng.Shuffle(len(types), func(a, b int) { types[a], types[b] = types[b], types[a] })
@@ -126,11 +127,7 @@ func placeAgnostic(s *Snapshot, order []*Job, rng *rand.Rand) *Plan {
 	chosen := map[string]string{}
 	var picked []*Job
 	for _, j := range order {
-		cands := types
-		if cur := currentType(j.Current); cur != "" {
-			cands = append([]string{cur}, types...)
-		}
-		for _, h := range cands {
+		for _, h := range types {
 			if left[h] >= j.Workers && s.Throughput.Rate(j.Type, h, j.Workers) > 0 {
 				left[h] -= j.Workers
 				chosen[j.ID] = h

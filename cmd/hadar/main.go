@@ -1,0 +1,40 @@
+// Command hadar is the command-line interface of hadar, the
+// heterogeneity-aware GPU scheduler for Slurm: simulate policies over traces,
+// generate traces, manage the heterogeneity matrix, benchmark the optimizer.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func newApp() *cli.App {
+	return &cli.App{
+		Name:    "hadar",
+		Usage:   "heterogeneity-aware GPU scheduling for Slurm clusters",
+		Version: version,
+		Description: "hadar places deep-learning jobs on the GPU types where they run fastest for the\n" +
+			"cluster as a whole. `hadar simulate` runs its policies over traces; hadar-slurmd\n" +
+			"applies them to a live Slurm cluster.",
+		Commands: []*cli.Command{
+			simulateCommand(),
+			benchCommand(),
+			traceCommand(),
+			profilesCommand(),
+			policiesCommand(),
+		},
+		EnableBashCompletion: true,
+	}
+}
+
+func main() {
+	if err := newApp().Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "hadar:", err)
+		os.Exit(1)
+	}
+}

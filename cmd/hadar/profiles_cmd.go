@@ -1,0 +1,359 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hadar-sched/hadar/optimizer"
+	"github.com/hadar-sched/hadar/profiles"
+)
+
+// profilesCommand is `hadar profiles`: the heterogeneity matrix in the
+// SQLite database that hadar-slurmd reads.
+func profilesCommand() *cli.Command {
+	jsonFlag := func() cli.Flag { return &cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"} }
+	return &cli.Command{
+		Name:  "profiles",
+		Usage: "show and edit the heterogeneity matrix (steps/s per job type, GPU type and worker count)",
+		Description: "The matrix lives in a SQLite database shared with hadar-slurmd. Each cell (job type,\n" +
+			"GPU type, workers) keeps one value per source: imported (Gavel's matrix, loaded when\n" +
+			"the database is created, or `import-gavel`), learned (from observed progress) and\n" +
+			"measured (set by hand with `set`). The scheduler uses measured if present, else learned\n" +
+			"once it has 3 samples, else imported; `list` marks the value in use with * (IN USE).\n\n" +
+			"GPU type names from Slurm (gres.conf) map to canonical types through aliases; see\n" +
+			"`hadar profiles alias`.",
+		Flags: []cli.Flag{profilesDBFlag()},
+		Subcommands: []*cli.Command{
+			{
+				Name:      "import-gavel",
+				Usage:     "import a throughput file in Gavel's JSON format as imported values",
+				ArgsUsage: "FILE",
+				Description: "FILE is Gavel's simulation_throughputs.json format (- reads standard input).\n" +
+					"Imported values replace earlier imported values of the same cells; learned and\n" +
+					"measured values are kept and still take precedence.",
+				Flags: []cli.Flag{profilesDBFlag()},
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 1 {
+						return profilesUsage(c, "want one FILE argument")
+					}
+					file := c.Args().First()
+					var t optimizer.Throughputs
+					var err error
+					if file == "-" {
+						in := c.App.Reader
+						if in == nil {
+							in = os.Stdin
+						}
+						t, err = profiles.ParseGavel(in)
+					} else {
+						t, err = profiles.LoadGavelFile(file)
+					}
+					if err != nil {
+						return err
+					}
+					return withProfilesStore(c, func(s *profiles.Store) error {
+						n, err := s.ImportGavel(c.Context, t)
+						if err != nil {
+							return err
+						}
+						fmt.Fprintf(c.App.Writer, "imported %d rates for %d job types from %s\n", n, len(t), file)
+						return nil
+					})
+				},
+			},
+			{
+				Name:  "list",
+				Usage: "list every stored rate (* marks the value the scheduler uses)",
+				Flags: []cli.Flag{
+					profilesDBFlag(),
+					jsonFlag(),
+					&cli.BoolFlag{Name: "in-use", Usage: "only the values the scheduler uses"},
+					&cli.StringFlag{Name: "gpu-type", Usage: "only this GPU `TYPE` (canonical name or alias)"},
+				},
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 0 {
+						return profilesUsage(c, "takes no arguments")
+					}
+					return withProfilesStore(c, func(s *profiles.Store) error {
+						rows, err := s.List(c.Context)
+						if err != nil {
+							return err
+						}
+						gpu := ""
+						if c.IsSet("gpu-type") {
+							if gpu, err = s.ResolveGPUType(c.Context, c.String("gpu-type")); err != nil {
+								return err
+							}
+						}
+						kept := rows[:0]
+						for _, r := range rows {
+							if (!c.Bool("in-use") || r.InUse) && (gpu == "" || r.GPUType == gpu) {
+								kept = append(kept, r)
+							}
+						}
+						return printProfileRows(c.App.Writer, kept, c.Bool("json"), false)
+					})
+				},
+			},
+			{
+				Name:      "show",
+				Usage:     "show every stored rate of one job type, with its source and age",
+				ArgsUsage: "JOBTYPE",
+				Flags:     []cli.Flag{profilesDBFlag(), jsonFlag()},
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 1 {
+						return profilesUsage(c, "want one JOBTYPE argument (quote it: 'ResNet-18 (batch size 128)')")
+					}
+					return withProfilesStore(c, func(s *profiles.Store) error {
+						rows, err := s.Show(c.Context, c.Args().First())
+						if errors.Is(err, profiles.ErrNotFound) {
+							return profilesUnknownJob(c, s, c.Args().First(), err)
+						}
+						if err != nil {
+							return err
+						}
+						return printProfileRows(c.App.Writer, rows, c.Bool("json"), true)
+					})
+				},
+			},
+			{
+				Name:  "set",
+				Usage: "set a measured rate, which overrides learned and imported values",
+				Description: "Example: hadar profiles set --job-type 'ResNet-50 (batch size 64)' --gpu-type a100 \\\n" +
+					"    --workers 4 --steps-per-s 41.5\n" +
+					"A rate of 0 marks the job type as unable to run on that GPU type. A new job type or\n" +
+					"GPU type is created; GPU names are matched to existing types exactly or ignoring case.",
+				Flags: []cli.Flag{
+					profilesDBFlag(),
+					&cli.StringFlag{Name: "job-type", Required: true, Usage: "job type `NAME` as hadar profiles list prints it (quote names with spaces)"},
+					&cli.StringFlag{Name: "gpu-type", Required: true, Usage: "GPU `TYPE` (canonical name or alias)"},
+					&cli.IntFlag{Name: "workers", Value: 1, Usage: "number of GPUs `N` the job runs on"},
+					&cli.Float64Flag{Name: "steps-per-s", Required: true, Usage: "throughput `RATE` of the whole job in steps per second"},
+				},
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 0 {
+						return profilesUsage(c, "takes flags only, no arguments")
+					}
+					return withProfilesStore(c, func(s *profiles.Store) error {
+						job, gpu, w, r := c.String("job-type"), c.String("gpu-type"), c.Int("workers"), c.Float64("steps-per-s")
+						if err := s.Set(c.Context, job, gpu, w, r); err != nil {
+							return err
+						}
+						fmt.Fprintf(c.App.Writer, "%s on %d x %s: %g steps/s (measured)\n", job, w, gpu, r)
+						return nil
+					})
+				},
+			},
+			{
+				Name:  "unset",
+				Usage: "remove a measured rate, falling back to learned or imported values",
+				Flags: []cli.Flag{
+					profilesDBFlag(),
+					&cli.StringFlag{Name: "job-type", Required: true, Usage: "job type `NAME`"},
+					&cli.StringFlag{Name: "gpu-type", Required: true, Usage: "GPU `TYPE` (canonical name or alias)"},
+					&cli.IntFlag{Name: "workers", Value: 1, Usage: "number of GPUs"},
+				},
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 0 {
+						return profilesUsage(c, "takes flags only, no arguments")
+					}
+					return withProfilesStore(c, func(s *profiles.Store) error {
+						job, gpu, w := c.String("job-type"), c.String("gpu-type"), c.Int("workers")
+						if err := s.Unset(c.Context, job, gpu, w); err != nil {
+							return err
+						}
+						fmt.Fprintf(c.App.Writer, "%s on %d x %s: measured rate removed\n", job, w, gpu)
+						return nil
+					})
+				},
+			},
+			{
+				Name:  "alias",
+				Usage: "map Slurm GPU type names (gres.conf) to canonical GPU types",
+				Flags: []cli.Flag{profilesDBFlag()},
+				Subcommands: []*cli.Command{
+					{
+						Name:  "list",
+						Usage: "list the aliases",
+						Flags: []cli.Flag{profilesDBFlag(), jsonFlag()},
+						Action: func(c *cli.Context) error {
+							if c.NArg() != 0 {
+								return profilesUsage(c, "takes no arguments")
+							}
+							return withProfilesStore(c, func(s *profiles.Store) error {
+								as, err := s.Aliases(c.Context)
+								if err != nil {
+									return err
+								}
+								if c.Bool("json") {
+									return printProfilesJSON(c.App.Writer, append([]profiles.Alias{}, as...))
+								}
+								tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+								fmt.Fprintln(tw, "SITE NAME\tGPU TYPE")
+								for _, a := range as {
+									fmt.Fprintf(tw, "%s\t%s\n", a.Site, a.GPUType)
+								}
+								return tw.Flush()
+							})
+						},
+					},
+					{
+						Name:      "set",
+						Usage:     "map SITE (a GPU type name in gres.conf) to the canonical type CANONICAL",
+						ArgsUsage: "SITE CANONICAL",
+						Flags:     []cli.Flag{profilesDBFlag()},
+						Action: func(c *cli.Context) error {
+							if c.NArg() != 2 {
+								return profilesUsage(c, "want SITE and CANONICAL arguments")
+							}
+							return withProfilesStore(c, func(s *profiles.Store) error {
+								gt, err := s.SetAlias(c.Context, c.Args().Get(0), c.Args().Get(1))
+								if err != nil {
+									return err
+								}
+								fmt.Fprintf(c.App.Writer, "%s -> %s\n", c.Args().Get(0), gt)
+								return nil
+							})
+						},
+					},
+					{
+						Name:      "resolve",
+						Usage:     "print the canonical GPU type a Slurm GPU type name maps to",
+						ArgsUsage: "NAME",
+						Flags:     []cli.Flag{profilesDBFlag()},
+						Action: func(c *cli.Context) error {
+							if c.NArg() != 1 {
+								return profilesUsage(c, "want one NAME argument")
+							}
+							return withProfilesStore(c, func(s *profiles.Store) error {
+								gt, err := s.ResolveGPUType(c.Context, c.Args().First())
+								if err != nil {
+									return err
+								}
+								fmt.Fprintln(c.App.Writer, gt)
+								return nil
+							})
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+// profilesDBFlag is --db. Every profiles subcommand takes it, so it may go
+// before or after the subcommand name; see profilesDBPath.
+func profilesDBFlag() cli.Flag {
+	def, err := profiles.DefaultPath()
+	if err != nil {
+		def = ""
+	}
+	return &cli.StringFlag{
+		Name:    "db",
+		EnvVars: []string{"HADAR_DB"},
+		Value:   def,
+		Usage:   "SQLite database `PATH` (created if missing)",
+	}
+}
+
+// profilesDBPath returns --db (or $HADAR_DB) as given at the deepest level
+// that sets it to something, else the default.
+func profilesDBPath(c *cli.Context) (string, error) {
+	for _, cc := range c.Lineage() {
+		for _, name := range cc.LocalFlagNames() {
+			if p := cc.String("db"); name == "db" && p != "" {
+				return p, nil
+			}
+		}
+	}
+	if p := c.String("db"); p != "" {
+		return p, nil
+	}
+	_, err := profiles.DefaultPath()
+	return "", fmt.Errorf("no --db given and no default database path: %w", err)
+}
+
+func withProfilesStore(c *cli.Context, f func(*profiles.Store) error) error {
+	path, err := profilesDBPath(c)
+	if err != nil {
+		return err
+	}
+	s, err := profiles.Open(c.Context, path)
+	if err != nil {
+		return err
+	}
+	err = f(s)
+	if cerr := s.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// profilesUsage is the error for wrong arguments: what is wrong and the
+// command's usage line.
+func profilesUsage(c *cli.Context, msg string) error {
+	usage := c.Command.HelpName
+	if c.Command.ArgsUsage != "" && strings.TrimSpace(c.Command.ArgsUsage) != "" {
+		usage += " " + c.Command.ArgsUsage
+	}
+	return fmt.Errorf("%s: %s\nusage: %s [options]; see --help", c.Command.Name, msg, usage)
+}
+
+// profilesUnknownJob wraps err with job types resembling name.
+func profilesUnknownJob(c *cli.Context, s *profiles.Store, name string, err error) error {
+	jobs, lerr := s.JobTypes(c.Context)
+	if lerr != nil {
+		return err
+	}
+	var like []string
+	for _, j := range jobs {
+		if strings.Contains(strings.ToLower(j), strings.ToLower(strings.TrimSpace(name))) {
+			like = append(like, j)
+		}
+	}
+	if len(like) == 0 {
+		return fmt.Errorf("%w (see `hadar profiles list`)", err)
+	}
+	if len(like) > 8 {
+		like = append(like[:8], "...")
+	}
+	return fmt.Errorf("%w; did you mean: %s", err, strings.Join(like, "; "))
+}
+
+func printProfileRows(w io.Writer, rows []profiles.Row, asJSON, withTime bool) error {
+	if asJSON {
+		return printProfilesJSON(w, append([]profiles.Row{}, rows...))
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	header := "JOB TYPE\tGPU TYPE\tWORKERS\tSTEPS/S\tSOURCE\tSAMPLES\tIN USE"
+	if withTime {
+		header += "\tUPDATED"
+	}
+	fmt.Fprintln(tw, header)
+	for _, r := range rows {
+		mark := ""
+		if r.InUse {
+			mark = "*"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.3f\t%s\t%d\t%s", r.JobType, r.GPUType, r.Workers, r.StepsPerSecond, r.Source, r.Samples, mark)
+		if withTime {
+			fmt.Fprintf(tw, "\t%s", r.UpdatedAt.Local().Format(time.DateTime))
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
+}
+
+func printProfilesJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/urfave/cli/v2"
+
+	"github.com/hadar-sched/hadar/profiles"
+)
+
+// runProfiles runs `hadar profiles args...` and returns its standard output.
+func runProfiles(t *testing.T, stdin string, args ...string) (string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	app := &cli.App{
+		Name:           "hadar",
+		Commands:       []*cli.Command{profilesCommand()},
+		Reader:         strings.NewReader(stdin),
+		Writer:         &out,
+		ErrWriter:      &errOut,
+		ExitErrHandler: func(*cli.Context, error) {},
+	}
+	err := app.Run(append([]string{"hadar", "profiles"}, args...))
+	return out.String(), err
+}
+
+func mustRun(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := runProfiles(t, "", args...)
+	if err != nil {
+		t.Fatalf("hadar profiles %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
+func decodeRows(t *testing.T, out string) []profiles.Row {
+	t.Helper()
+	var rows []profiles.Row
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("decode %q: %v", out, err)
+	}
+	return rows
+}
+
+func noEnvDB(t *testing.T) {
+	t.Setenv("HADAR_DB", "")
+	os.Unsetenv("HADAR_DB")
+}
+
+func TestProfilesListSeeded(t *testing.T) {
+	noEnvDB(t)
+	db := filepath.Join(t.TempDir(), "state", "hadar.db")
+	rows := decodeRows(t, mustRun(t, "--db", db, "list", "--json"))
+	if len(rows) != 3*83 {
+		t.Errorf("list: %d rows, want %d", len(rows), 3*83)
+	}
+	for _, r := range rows {
+		if r.Source != profiles.SourceImported || !r.InUse {
+			t.Fatalf("fresh database has row %+v; want imported and in use", r)
+		}
+	}
+	if st, err := os.Stat(db); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("database file: %v, %v; want mode 0600", st, err)
+	}
+
+	table := mustRun(t, "list", "--db", db, "--gpu-type", "tesla_v100-sxm2-32gb")
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	if got := strings.Fields(lines[0]); !cmp.Equal(got, []string{"JOB", "TYPE", "GPU", "TYPE", "WORKERS", "STEPS/S", "SOURCE", "SAMPLES", "IN", "USE"}) {
+		t.Errorf("header = %q", lines[0])
+	}
+	if len(lines) != 1+83 {
+		t.Errorf("list --gpu-type v100: %d lines, want %d", len(lines), 1+83)
+	}
+	want := []string{"ResNet-18", "(batch", "size", "128)", "v100", "1", "17.995", "imported", "0", "*"}
+	found := false
+	for _, l := range lines {
+		if cmp.Equal(strings.Fields(l), want) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no line %q in:\n%s", strings.Join(want, " "), table)
+	}
+}
+
+func TestProfilesSetShowUnset(t *testing.T) {
+	noEnvDB(t)
+	t.Setenv("HADAR_DB", filepath.Join(t.TempDir(), "hadar.db"))
+	out := mustRun(t, "set", "--job-type", "A3C", "--gpu-type", "V100", "--workers", "2", "--steps-per-s", "12.5")
+	if !strings.Contains(out, "12.5 steps/s (measured)") {
+		t.Errorf("set printed %q", out)
+	}
+	rows := decodeRows(t, mustRun(t, "show", "--json", "A3C"))
+	want := []profiles.Row{
+		{JobType: "A3C", GPUType: "k80", Workers: 1, Source: profiles.SourceImported, InUse: true},
+		{JobType: "A3C", GPUType: "p100", Workers: 1, Source: profiles.SourceImported, InUse: true},
+		{JobType: "A3C", GPUType: "v100", Workers: 1, Source: profiles.SourceImported, InUse: true},
+		{JobType: "A3C", GPUType: "v100", Workers: 2, StepsPerSecond: 12.5, Source: profiles.SourceMeasured, InUse: true},
+	}
+	ignore := cmpopts.IgnoreFields(profiles.Row{}, "UpdatedAt")
+	for i := range want[:3] {
+		want[i].StepsPerSecond = profiles.Default()["A3C"][want[i].GPUType][1]
+	}
+	if diff := cmp.Diff(want, rows, ignore); diff != "" {
+		t.Errorf("show A3C (-want +got):\n%s", diff)
+	}
+	text := mustRun(t, "show", "A3C")
+	if !strings.Contains(text, "UPDATED") || !strings.Contains(text, "12.500") {
+		t.Errorf("show table:\n%s", text)
+	}
+
+	if out := mustRun(t, "unset", "--job-type", "A3C", "--gpu-type", "v100", "--workers", "2"); !strings.Contains(out, "removed") {
+		t.Errorf("unset printed %q", out)
+	}
+	if rows := decodeRows(t, mustRun(t, "show", "--json", "A3C")); len(rows) != 3 {
+		t.Errorf("after unset: %d rows, want 3", len(rows))
+	}
+}
+
+func TestProfilesImportGavel(t *testing.T) {
+	noEnvDB(t)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "hadar.db")
+	file := filepath.Join(dir, "t.json")
+	if err := os.WriteFile(file, []byte(`{"NVlink_A100_40GB": {"('LM (batch size 20)', 2)": {"null": 7.5}, "('LM (batch size 20)', 1)": {"null": 4}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := mustRun(t, "--db", db, "import-gavel", file)
+	if !strings.Contains(out, "imported 2 rates for 1 job types") {
+		t.Errorf("import-gavel printed %q", out)
+	}
+	rows := decodeRows(t, mustRun(t, "--db", db, "list", "--json", "--gpu-type", "a100"))
+	if diff := cmp.Diff([]float64{4, 7.5}, []float64{rows[0].StepsPerSecond, rows[1].StepsPerSecond}); len(rows) != 2 || diff != "" {
+		t.Errorf("a100 rows after import: %+v", rows)
+	}
+
+	stdin := `{"k80": {"('A3C', 1)": {"null": 0.25}}}`
+	if out, err := runProfiles(t, stdin, "--db", db, "import-gavel", "-"); err != nil || !strings.Contains(out, "imported 1 rates") {
+		t.Fatalf("import-gavel -: %q, %v", out, err)
+	}
+	rows = decodeRows(t, mustRun(t, "--db", db, "show", "--json", "A3C"))
+	if rows[0].GPUType != "k80" || rows[0].StepsPerSecond != 0.25 {
+		t.Errorf("A3C on k80 after stdin import: %+v", rows[0])
+	}
+}
+
+func TestProfilesAlias(t *testing.T) {
+	noEnvDB(t)
+	db := filepath.Join(t.TempDir(), "hadar.db")
+	if out := mustRun(t, "--db", db, "alias", "set", "gpu_big", "A100"); out != "gpu_big -> a100\n" {
+		t.Errorf("alias set printed %q", out)
+	}
+	var as []profiles.Alias
+	if err := json.Unmarshal([]byte(mustRun(t, "alias", "list", "--db", db, "--json")), &as); err != nil {
+		t.Fatal(err)
+	}
+	if !cmp.Equal(as[len(as)-1].Site, "tesla_v100s-pcie-32gb") || len(as) != len(profiles.DefaultAliases())+1 {
+		t.Errorf("alias list: %+v", as)
+	}
+	text := mustRun(t, "--db", db, "alias", "list")
+	if !strings.Contains(text, "gpu_big") || !strings.HasPrefix(text, "SITE NAME") {
+		t.Errorf("alias list table:\n%s", text)
+	}
+	for name, want := range map[string]string{"gpu_big": "a100", "Tesla_V100-PCIE-99GB": "v100"} {
+		if got := mustRun(t, "--db", db, "alias", "resolve", name); got != want+"\n" {
+			t.Errorf("resolve %s = %q, want %q", name, got, want)
+		}
+	}
+}
+
+func TestProfilesErrors(t *testing.T) {
+	noEnvDB(t)
+	db := filepath.Join(t.TempDir(), "hadar.db")
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{"show without job type", []string{"show"}, "usage:"},
+		{"show two args", []string{"show", "a", "b"}, "want one JOBTYPE"},
+		{"show unknown suggests", []string{"show", "resnet-18 (batch size 12"}, "did you mean: ResNet-18 (batch size 128)"},
+		{"show unknown", []string{"show", "Nope"}, "not found"},
+		{"set missing rate", []string{"set", "--job-type", "A3C", "--gpu-type", "v100"}, "steps-per-s"},
+		{"set bad workers", []string{"set", "--job-type", "A3C", "--gpu-type", "v100", "--workers", "0", "--steps-per-s", "1"}, "workers 0"},
+		{"set negative", []string{"set", "--job-type", "A3C", "--gpu-type", "v100", "--steps-per-s", "-1"}, "invalid argument"},
+		{"set positional", []string{"set", "--job-type", "A3C", "--gpu-type", "v100", "--steps-per-s", "1", "extra"}, "no arguments"},
+		{"import no file", []string{"import-gavel"}, "want one FILE"},
+		{"import missing file", []string{"import-gavel", "/nonexistent/x.json"}, "no such file"},
+		{"alias set one arg", []string{"alias", "set", "x"}, "SITE and CANONICAL"},
+		{"alias resolve unknown", []string{"alias", "resolve", "mi300x"}, "not found"},
+		{"unset nothing", []string{"unset", "--job-type", "A3C", "--gpu-type", "v100"}, "no measured rate"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := runProfiles(t, "", append([]string{"--db", db}, tc.args...)...)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("err = %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}

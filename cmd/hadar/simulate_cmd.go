@@ -1,0 +1,232 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/hadar-sched/hadar/optimizer"
+	"github.com/hadar-sched/hadar/profiles"
+	"github.com/hadar-sched/hadar/sim"
+)
+
+const defaultPolicies = "hadar,gavel,gavel-makespan,gavel-ftf,las,yarn-cs,tiresias,elas"
+
+// defaultTrace describes the trace `hadar simulate` uses when given none.
+var defaultTrace = sim.GenerateOptions{Jobs: 160, Seed: 0, MultiGPU: true, ReferenceType: "v100"}
+
+func simulateCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "simulate",
+		Usage: "run scheduling policies over a job trace and compare them",
+		Description: "Runs each policy over the same trace on a simulated cluster, round by round, with the\n" +
+			"same optimizer code hadar-slurmd uses, and reports makespan, JCT, queueing delay,\n" +
+			"finish-time fairness, utilization and scheduling time. Every plan is checked against\n" +
+			"the safety invariants. With no flags it runs a built-in generated trace (160 static\n" +
+			"multi-GPU jobs, seed 0) on the embedded Gavel throughput matrix.\n\n" +
+			"Traces are Gavel's tab-separated format; `gavel:NAME` names a trace embedded in the\n" +
+			"binary (" + strings.Join(sim.EmbeddedTraceNames(), ", ") + ").",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "trace", Usage: "trace file, or gavel:NAME for an embedded Gavel trace (default: a generated trace)"},
+			&cli.StringFlag{Name: "throughputs", Usage: "Gavel-format throughput JSON (default: the embedded Gavel matrix)"},
+			&cli.StringFlag{Name: "cluster", Value: "v100=36,p100=36,k80=36", Usage: "GPUs per type, TYPE=N,..."},
+			&cli.IntFlag{Name: "gpus-per-node", Value: 4, Usage: "GPUs per simulated node (one GPU type per node)"},
+			&cli.DurationFlag{Name: "round", Value: 360 * time.Second, Usage: "round length"},
+			&cli.StringFlag{Name: "policies", Value: defaultPolicies, Usage: "comma-separated policies (see `hadar policies`)"},
+			&cli.Int64Flag{Name: "seed", Value: 0, Usage: "seed of the policies' random choices"},
+			&cli.Float64Flag{Name: "copy-efficiency", Value: 1.0, Usage: "HadarE: efficiency of combining copies"},
+			&cli.IntFlag{Name: "max-copies", Value: 0, Usage: "HadarE: copy limit per job (0 = number of nodes)"},
+			&cli.BoolFlag{Name: "json", Usage: "print the results as JSON"},
+			&cli.StringFlag{Name: "plot", Usage: "write PNG plots (JCT CDF, utilization, metrics) into `DIR`"},
+			&cli.BoolFlag{Name: "progress", Usage: "show a progress bar on stderr (default: when stderr is a terminal)"},
+		},
+		Action: runSimulate,
+	}
+}
+
+// simulateOutput is the --json shape.
+type simulateOutput struct {
+	Trace    string                 `json:"trace"`
+	Cluster  map[string]int         `json:"cluster"`
+	RoundS   float64                `json:"round_s"`
+	Policies map[string]sim.Metrics `json:"policies"`
+	Order    []string               `json:"policy_order"`
+}
+
+func runSimulate(c *cli.Context) error {
+	thr, err := loadThroughputs(c.String("throughputs"))
+	if err != nil {
+		return err
+	}
+	gpus, err := parseCluster(c.String("cluster"))
+	if err != nil {
+		return err
+	}
+	if c.Int("gpus-per-node") < 1 {
+		return fmt.Errorf("--gpus-per-node must be at least 1, got %d", c.Int("gpus-per-node"))
+	}
+	if c.Duration("round") <= 0 {
+		return fmt.Errorf("--round must be positive, got %s", c.Duration("round"))
+	}
+	traceName, trace, err := loadOrGenerateTrace(c.String("trace"), thr)
+	if err != nil {
+		return err
+	}
+	names, err := parsePolicies(c.String("policies"))
+	if err != nil {
+		return err
+	}
+	opts := optimizer.Options{Seed: c.Int64("seed"), CopyEfficiency: c.Float64("copy-efficiency"), MaxCopies: c.Int("max-copies")}
+	showProgress := c.Bool("progress") || (!c.IsSet("progress") && term.IsTerminal(int(os.Stderr.Fd())))
+
+	out := simulateOutput{Trace: traceName, Cluster: gpus, RoundS: c.Duration("round").Seconds(), Policies: map[string]sim.Metrics{}, Order: names}
+	results := map[string]*sim.Result{}
+	for _, name := range names {
+		policy, err := optimizer.New(name, opts)
+		if err != nil {
+			return err
+		}
+		cfg := sim.Config{
+			Cluster:        sim.Cluster{GPUs: gpus, GPUsPerNode: c.Int("gpus-per-node")},
+			Round:          c.Duration("round"),
+			Throughputs:    thr,
+			Policy:         policy,
+			CopyEfficiency: c.Float64("copy-efficiency"),
+		}
+		var bar *progressbar.ProgressBar
+		if showProgress {
+			bar = progressbar.NewOptions(len(trace),
+				progressbar.OptionSetWriter(os.Stderr),
+				progressbar.OptionSetDescription(fmt.Sprintf("%-15s", name)),
+				progressbar.OptionShowCount(),
+				progressbar.OptionSetItsString("jobs"),
+				progressbar.OptionClearOnFinish())
+			cfg.Progress = func(done, _ int) { _ = bar.Set(done) }
+		}
+		res, err := sim.Run(c.Context, cfg, trace)
+		if bar != nil {
+			_ = bar.Finish()
+		}
+		if err != nil {
+			return err
+		}
+		results[name] = res
+		out.Policies[name] = sim.Summarize(res)
+	}
+	if dir := c.String("plot"); dir != "" {
+		if err := writePlots(dir, names, results, out.Policies); err != nil {
+			return err
+		}
+	}
+	if c.Bool("json") {
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	printSimulateTable(c.App.Writer, out)
+	if dir := c.String("plot"); dir != "" {
+		fmt.Fprintf(c.App.Writer, "\nplots written to %s\n", dir)
+	}
+	return nil
+}
+
+func printSimulateTable(w io.Writer, out simulateOutput) {
+	var cl []string
+	for _, t := range sortedKeys(out.Cluster) {
+		cl = append(cl, fmt.Sprintf("%s=%d", t, out.Cluster[t]))
+	}
+	fmt.Fprintf(w, "trace %s, cluster %s, round %.0fs\n\n", out.Trace, strings.Join(cl, ","), out.RoundS)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "policy\tjobs\tmakespan h\tavg JCT h\tp50 JCT h\tp99 JCT h\tavg queue h\tFTF mean\tFTF max\tutil\trounds\tsched mean ms\tsched max ms\twall s\t")
+	for _, name := range out.Order {
+		m := out.Policies[name]
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.3f\t%d\t%.2f\t%.2f\t%.2f\t\n",
+			name, m.Jobs, m.MakespanS/3600, m.AvgJCTS/3600, m.P50JCTS/3600, m.P99JCTS/3600, m.AvgQueueS/3600,
+			m.FTFMean, m.FTFMax, m.Utilization, m.Rounds, m.SchedTimeMeanS*1000, m.SchedTimeMaxS*1000, m.WallS)
+	}
+	tw.Flush()
+}
+
+func loadThroughputs(path string) (optimizer.Throughputs, error) {
+	if path == "" {
+		return profiles.Default(), nil
+	}
+	return profiles.LoadGavelFile(path)
+}
+
+func loadOrGenerateTrace(spec string, thr optimizer.Throughputs) (string, []sim.TraceJob, error) {
+	if spec != "" {
+		jobs, err := sim.LoadTrace(spec)
+		return spec, jobs, err
+	}
+	opts := defaultTrace
+	opts.Throughputs = thr
+	jobs, err := sim.Generate(opts)
+	if err != nil {
+		return "", nil, fmt.Errorf("generate the default trace: %w", err)
+	}
+	return fmt.Sprintf("generated:static,jobs=%d,multi-gpu,seed=%d", opts.Jobs, opts.Seed), jobs, nil
+}
+
+// parseCluster reads "v100=36,p100=36,k80=36".
+func parseCluster(s string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, count, ok := strings.Cut(part, "=")
+		n, err := strconv.Atoi(strings.TrimSpace(count))
+		if !ok || strings.TrimSpace(name) == "" || err != nil || n < 0 {
+			return nil, fmt.Errorf("--cluster: %q is not TYPE=COUNT (e.g. v100=36,p100=36,k80=36)", part)
+		}
+		if _, dup := out[strings.TrimSpace(name)]; dup {
+			return nil, fmt.Errorf("--cluster: GPU type %q given twice", name)
+		}
+		out[strings.TrimSpace(name)] = n
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--cluster: no GPU types given")
+	}
+	return out, nil
+}
+
+func parsePolicies(s string) ([]string, error) {
+	var names []string
+	seen := map[string]bool{}
+	for _, n := range strings.Split(s, ",") {
+		n = strings.TrimSpace(n)
+		if n == "" || seen[n] {
+			continue
+		}
+		if _, err := optimizer.New(n, optimizer.Options{}); err != nil {
+			return nil, fmt.Errorf("--policies: %w", err)
+		}
+		seen[n] = true
+		names = append(names, n)
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("--policies: no policy given (known: %s)", strings.Join(optimizer.Names(), ", "))
+	}
+	return names, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,567 @@
+package profiles
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	sqlite3 "github.com/mattn/go-sqlite3" // also registers the "sqlite3" driver
+
+	"github.com/hadar-sched/hadar/optimizer"
+)
+
+var (
+	// ErrNotFound reports an unknown job type or GPU type name.
+	ErrNotFound = errors.New("not found")
+	// ErrAmbiguous reports a GPU type name that matches several types.
+	ErrAmbiguous = errors.New("ambiguous")
+	// ErrInvalid reports an argument out of range: an empty name, a
+	// worker count below 1, a negative, infinite or NaN rate or observation.
+	ErrInvalid = errors.New("invalid argument")
+)
+
+// Source says where a throughput came from.
+type Source string
+
+const (
+	// SourceImported is a published matrix such as Gavel's.
+	SourceImported Source = "imported"
+	// SourceLearned is the running mean of observed rates.
+	SourceLearned Source = "learned"
+	// SourceMeasured is a value an administrator set.
+	SourceMeasured Source = "measured"
+)
+
+// Row is one stored throughput: one source's value for one cell.
+type Row struct {
+	JobType string `json:"job_type"`
+	GPUType string `json:"gpu_type"`
+	Workers int    `json:"workers"`
+	// StepsPerSecond is the rate of the whole job.
+	StepsPerSecond float64 `json:"steps_per_s"`
+	Source         Source  `json:"source"`
+	// Samples counts the observations behind a learned value; 0 otherwise.
+	Samples   int       `json:"samples"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// InUse is true for the row Throughputs takes for its cell.
+	InUse bool `json:"in_use"`
+}
+
+// Observation is the progress of one job over an interval, as the daemon
+// measures it.
+type Observation struct {
+	JobType string
+	// GPUType should be canonical (see ResolveGPUType); an unknown name
+	// becomes a new GPU type.
+	GPUType string
+	Workers int
+	// Steps progressed in Seconds of wall time; both must be positive.
+	Steps   float64
+	Seconds float64
+	// At is the end of the interval; the zero time means now.
+	At time.Time
+}
+
+// Option configures a Store.
+type Option func(*options)
+
+type options struct {
+	minLearnedSamples int
+	learningWindow    int
+	now               func() time.Time
+	busyTimeout       time.Duration
+}
+
+// WithMinLearnedSamples sets how many observations a learned value needs
+// before it overrides an imported one (default 3; minimum 1).
+func WithMinLearnedSamples(n int) Option { return func(o *options) { o.minLearnedSamples = n } }
+
+// WithLearningWindow sets W in the learning rule (see the package doc;
+// default 20, minimum 1).
+func WithLearningWindow(n int) Option { return func(o *options) { o.learningWindow = n } }
+
+// WithClock sets the clock used for updated_at (default time.Now).
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// WithBusyTimeout sets how long a statement waits for another process's
+// write lock (default 5s).
+func WithBusyTimeout(d time.Duration) Option { return func(o *options) { o.busyTimeout = d } }
+
+// Store is the throughput database. It is safe for concurrent use.
+type Store struct {
+	db   *sql.DB
+	opts options
+}
+
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Open opens the database at path, creating it (mode 0600, parent
+// directories 0750) if missing, applies pending migrations and, for a new
+// database, seeds it with Default() as imported rates and DefaultAliases().
+// An existing file keeps its mode.
+func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
+	o := options{minLearnedSamples: 3, learningWindow: 20, now: time.Now, busyTimeout: 5 * time.Second}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.minLearnedSamples < 1 || o.learningWindow < 1 || o.now == nil || o.busyTimeout < 0 {
+		return nil, fmt.Errorf("open profiles: %w: bad option", ErrInvalid)
+	}
+	if path == "" || strings.ContainsRune(path, '?') || strings.HasPrefix(path, "file:") || path == ":memory:" {
+		return nil, fmt.Errorf("open profiles: %w: database path %q", ErrInvalid, path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, fmt.Errorf("open profiles: %w", err)
+	}
+	// SQLite would create the file with 0644 less umask; create it first so
+	// it holds 0600 (the -wal and -shm files copy the main file's mode).
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open profiles: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("open profiles: %w", err)
+	}
+	dsn := fmt.Sprintf("%s?_journal_mode=WAL&_busy_timeout=%d&_foreign_keys=on&_txlock=immediate&_synchronous=NORMAL",
+		path, o.busyTimeout.Milliseconds())
+	db, err := sql.Open("sqlite3", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open profiles %s: %w", path, err)
+	}
+	s := &Store{db: db, opts: o}
+	ms, err := loadMigrations(migrationFS)
+	if err == nil {
+		now := o.now()
+		err = retryBusy(ctx, o.busyTimeout, func() error {
+			_, err := migrate(ctx, db, ms, now, func(ctx context.Context, tx *sql.Tx) error {
+				return seed(ctx, tx, now)
+			})
+			return err
+		})
+	}
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open profiles %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// retryBusy runs f until it does not fail with SQLITE_BUSY, for at most
+// timeout. SQLite's busy handler covers most contention, but not all: while
+// processes race to create a database, switching it to WAL can fail at once.
+func retryBusy(ctx context.Context, timeout time.Duration, f func() error) error {
+	deadline := time.Now().Add(timeout)
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		err := f()
+		var se sqlite3.Error
+		if !errors.As(err, &se) || (se.Code != sqlite3.ErrBusy && se.Code != sqlite3.ErrLocked) || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+func seed(ctx context.Context, tx *sql.Tx, now time.Time) error {
+	for _, a := range DefaultAliases() {
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO gpu_types (name) VALUES (?)`, a.GPUType); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO gpu_aliases (site_name, gpu_type) VALUES (?, ?)`, a.Site, a.GPUType); err != nil {
+			return err
+		}
+	}
+	_, err := importTx(ctx, tx, Default(), now)
+	return err
+}
+
+// inTx runs f in a write transaction.
+func (s *Store) inTx(ctx context.Context, f func(*sql.Tx) error) (err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if err := f(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// ImportGavel stores every rate of t as an imported value, replacing earlier
+// imported values of the same cells, and returns how many it stored. GPU
+// type names go through the same exact lookups as ResolveGPUType (steps
+// 1-3); unknown ones become new types. Nothing is stored if any rate is
+// invalid.
+func (s *Store) ImportGavel(ctx context.Context, t optimizer.Throughputs) (n int, err error) {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		n, err = importTx(ctx, tx, t, s.opts.now())
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("import throughputs: %w", err)
+	}
+	return n, nil
+}
+
+func importTx(ctx context.Context, tx *sql.Tx, t optimizer.Throughputs, at time.Time) (int, error) {
+	// Validate everything first, in a stable order for the error message.
+	for _, jt := range t.JobTypes() {
+		for gt, byWorkers := range t[jt] {
+			for w, r := range byWorkers {
+				if err := validCell(jt, gt, w); err != nil {
+					return 0, err
+				}
+				if err := validRate(r); err != nil {
+					return 0, fmt.Errorf("%s on %d x %s: %w", jt, w, gt, err)
+				}
+			}
+		}
+	}
+	now := formatTime(at)
+	n := 0
+	for _, key := range t.JobTypes() {
+		jt := strings.TrimSpace(key)
+		if err := ensureJobType(ctx, tx, jt); err != nil {
+			return 0, err
+		}
+		for gtName, byWorkers := range t[key] {
+			gt, err := gpuTypeForWrite(ctx, tx, gtName)
+			if err != nil {
+				return 0, err
+			}
+			for w, r := range byWorkers {
+				if err := upsert(ctx, tx, jt, gt, w, SourceImported, r, 0, now); err != nil {
+					return 0, err
+				}
+				n++
+			}
+		}
+	}
+	return n, nil
+}
+
+// Set stores an administrator's measured rate for jobType on workers GPUs of
+// gpuType. It overrides learned and imported values until Unset. The GPU
+// type is looked up as in ImportGavel.
+func (s *Store) Set(ctx context.Context, jobType, gpuType string, workers int, stepsPerS float64) error {
+	jobType = strings.TrimSpace(jobType)
+	err := validCell(jobType, gpuType, workers)
+	if err == nil {
+		err = validRate(stepsPerS)
+	}
+	if err == nil {
+		err = s.inTx(ctx, func(tx *sql.Tx) error {
+			if err := ensureJobType(ctx, tx, jobType); err != nil {
+				return err
+			}
+			gt, err := gpuTypeForWrite(ctx, tx, gpuType)
+			if err != nil {
+				return err
+			}
+			return upsert(ctx, tx, jobType, gt, workers, SourceMeasured, stepsPerS, 0, formatTime(s.opts.now()))
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("set %s on %d x %s: %w", jobType, workers, gpuType, err)
+	}
+	return nil
+}
+
+// Unset removes a measured rate, so the cell falls back to learned or
+// imported values. A cell with no measured rate is ErrNotFound.
+func (s *Store) Unset(ctx context.Context, jobType, gpuType string, workers int) error {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		gt, err := lookupGPUType(ctx, tx, strings.TrimSpace(gpuType))
+		if errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("unknown GPU type: %w", err)
+		}
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM throughputs
+			WHERE job_type = ? AND gpu_type = ? AND workers = ? AND source = ?`,
+			strings.TrimSpace(jobType), gt, workers, SourceMeasured)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return fmt.Errorf("no measured rate: %w", ErrNotFound)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("unset %s on %d x %s: %w", jobType, workers, gpuType, err)
+	}
+	return nil
+}
+
+// RecordObservation folds one observed rate, o.Steps/o.Seconds, into the
+// learned value of its cell (see the package doc for the rule) and counts
+// the sample. An observation with no progress (Steps == 0) is rejected: it
+// says more about startup or checkpointing than about throughput.
+func (s *Store) RecordObservation(ctx context.Context, o Observation) error {
+	jobType := strings.TrimSpace(o.JobType)
+	err := validCell(jobType, o.GPUType, o.Workers)
+	if err == nil {
+		err = validObservation(o)
+	}
+	if err == nil {
+		at := o.At
+		if at.IsZero() {
+			at = s.opts.now()
+		}
+		x := o.Steps / o.Seconds
+		err = s.inTx(ctx, func(tx *sql.Tx) error {
+			if err := ensureJobType(ctx, tx, jobType); err != nil {
+				return err
+			}
+			gt, err := gpuTypeForWrite(ctx, tx, o.GPUType)
+			if err != nil {
+				return err
+			}
+			var mean float64
+			var n int
+			err = tx.QueryRowContext(ctx, `SELECT steps_per_s, samples FROM throughputs
+				WHERE job_type = ? AND gpu_type = ? AND workers = ? AND source = ?`,
+				jobType, gt, o.Workers, SourceLearned).Scan(&mean, &n)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			n++
+			mean += (x - mean) / float64(min(n, s.opts.learningWindow))
+			return upsert(ctx, tx, jobType, gt, o.Workers, SourceLearned, mean, n, formatTime(at))
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("record observation of %s on %d x %s: %w", o.JobType, o.Workers, o.GPUType, err)
+	}
+	return nil
+}
+
+func validCell(jobType, gpuType string, workers int) error {
+	switch {
+	case strings.TrimSpace(jobType) == "":
+		return fmt.Errorf("%w: empty job type", ErrInvalid)
+	case strings.TrimSpace(gpuType) == "":
+		return fmt.Errorf("%w: empty GPU type", ErrInvalid)
+	case workers < 1:
+		return fmt.Errorf("%w: workers %d, want at least 1", ErrInvalid, workers)
+	}
+	return nil
+}
+
+func validRate(r float64) error {
+	if math.IsNaN(r) || math.IsInf(r, 0) || r < 0 {
+		return fmt.Errorf("%w: steps/s %v, want a finite number >= 0", ErrInvalid, r)
+	}
+	return nil
+}
+
+func validObservation(o Observation) error {
+	bad := func(x float64) bool { return math.IsNaN(x) || math.IsInf(x, 0) || x <= 0 }
+	switch {
+	case bad(o.Seconds):
+		return fmt.Errorf("%w: seconds %v, want a finite number > 0", ErrInvalid, o.Seconds)
+	case bad(o.Steps):
+		return fmt.Errorf("%w: steps %v, want a finite number > 0", ErrInvalid, o.Steps)
+	case bad(o.Steps / o.Seconds):
+		return fmt.Errorf("%w: rate %v steps/s out of range", ErrInvalid, o.Steps/o.Seconds)
+	}
+	return nil
+}
+
+func ensureJobType(ctx context.Context, tx *sql.Tx, name string) error {
+	if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO job_types (name) VALUES (?)`, name); err != nil {
+		return fmt.Errorf("add job type %q: %w", name, err)
+	}
+	return nil
+}
+
+func upsert(ctx context.Context, tx *sql.Tx, jobType, gpuType string, workers int, src Source, rate float64, samples int, at string) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO throughputs
+		(job_type, gpu_type, workers, source, steps_per_s, samples, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (job_type, gpu_type, workers, source) DO UPDATE SET
+			steps_per_s = excluded.steps_per_s,
+			samples = excluded.samples,
+			updated_at = excluded.updated_at`,
+		jobType, gpuType, workers, src, rate, samples, at)
+	if err != nil {
+		return fmt.Errorf("store %s rate of %s on %d x %s: %w", src, jobType, workers, gpuType, err)
+	}
+	return nil
+}
+
+// Throughputs returns the matrix the optimizer uses: for every cell, the
+// value chosen by the precedence rule in the package doc.
+func (s *Store) Throughputs(ctx context.Context) (optimizer.Throughputs, error) {
+	rows, err := s.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("throughputs: %w", err)
+	}
+	out := optimizer.Throughputs{}
+	for _, r := range rows {
+		if r.InUse {
+			out.Set(r.JobType, r.GPUType, r.Workers, r.StepsPerSecond)
+		}
+	}
+	return out, nil
+}
+
+// List returns every stored row, sorted by job type, GPU type, workers and
+// source, with InUse set on the rows Throughputs takes.
+func (s *Store) List(ctx context.Context) ([]Row, error) {
+	rows, err := s.rows(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("list throughputs: %w", err)
+	}
+	return rows, nil
+}
+
+// Show returns the rows of one job type as List does. An unknown job type
+// is ErrNotFound.
+func (s *Store) Show(ctx context.Context, jobType string) ([]Row, error) {
+	jobType = strings.TrimSpace(jobType)
+	var name string
+	err := s.db.QueryRowContext(ctx, `SELECT name FROM job_types WHERE name = ?`, jobType).Scan(&name)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("show job type %q: %w", jobType, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("show job type %q: %w", jobType, err)
+	}
+	rows, err := s.rows(ctx, jobType)
+	if err != nil {
+		return nil, fmt.Errorf("show job type %q: %w", jobType, err)
+	}
+	return rows, nil
+}
+
+func (s *Store) rows(ctx context.Context, jobType string) ([]Row, error) {
+	q := `SELECT job_type, gpu_type, workers, source, steps_per_s, samples, updated_at FROM throughputs`
+	var args []any
+	if jobType != "" {
+		q += ` WHERE job_type = ?`
+		args = append(args, jobType)
+	}
+	q += ` ORDER BY job_type, gpu_type, workers, source`
+	rs, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var out []Row
+	for rs.Next() {
+		var r Row
+		var at string
+		if err := rs.Scan(&r.JobType, &r.GPUType, &r.Workers, &r.Source, &r.StepsPerSecond, &r.Samples, &at); err != nil {
+			return nil, err
+		}
+		if r.UpdatedAt, err = time.Parse(time.RFC3339Nano, at); err != nil {
+			return nil, fmt.Errorf("row %s/%s/%d/%s: updated_at: %w", r.JobType, r.GPUType, r.Workers, r.Source, err)
+		}
+		out = append(out, r)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, err
+	}
+	markInUse(out, s.opts.minLearnedSamples)
+	return out, nil
+}
+
+// markInUse sets InUse on the row of each cell that the precedence rule
+// picks: measured, else learned with at least minSamples samples, else
+// imported, else learned with fewer samples.
+func markInUse(rows []Row, minSamples int) {
+	type cell struct {
+		job, gpu string
+		workers  int
+	}
+	rank := func(r Row) int {
+		switch {
+		case r.Source == SourceMeasured:
+			return 4
+		case r.Source == SourceLearned && r.Samples >= minSamples:
+			return 3
+		case r.Source == SourceImported:
+			return 2
+		case r.Source == SourceLearned:
+			return 1
+		}
+		return 0
+	}
+	best := map[cell]int{}
+	for i, r := range rows {
+		c := cell{r.JobType, r.GPUType, r.Workers}
+		j, ok := best[c]
+		if rank(r) > 0 && (!ok || rank(r) > rank(rows[j])) {
+			best[c] = i
+		}
+	}
+	for _, i := range best {
+		rows[i].InUse = true
+	}
+}
+
+// JobTypes returns every known job type, sorted.
+func (s *Store) JobTypes(ctx context.Context) ([]string, error) {
+	out, err := s.names(ctx, `SELECT name FROM job_types ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list job types: %w", err)
+	}
+	return out, nil
+}
+
+// GPUTypes returns every canonical GPU type, sorted.
+func (s *Store) GPUTypes(ctx context.Context) ([]string, error) {
+	out, err := s.names(ctx, `SELECT name FROM gpu_types ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list GPU types: %w", err)
+	}
+	return out, nil
+}
+
+func (s *Store) names(ctx context.Context, q string) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

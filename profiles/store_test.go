@@ -1,0 +1,620 @@
+package profiles
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/hadar-sched/hadar/optimizer"
+)
+
+var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// fixedClock returns a clock that starts at t0 and advances a second per call.
+func fixedClock() func() time.Time {
+	var mu sync.Mutex
+	now := t0
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(time.Second)
+		return now
+	}
+}
+
+func openTest(t *testing.T, path string, opts ...Option) *Store {
+	t.Helper()
+	if path == "" {
+		path = filepath.Join(t.TempDir(), "hadar.db")
+	}
+	s, err := Open(context.Background(), path, append([]Option{WithClock(fixedClock())}, opts...)...)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", path, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestOpenCreatesPrivateFile(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "var", "lib", "hadar")
+	path := filepath.Join(dir, "hadar.db")
+	s := openTest(t, path)
+	if err := s.Set(context.Background(), "A3C", "v100", 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Mode().Perm(); got != 0o600 {
+		t.Errorf("database mode = %v, want 0600", got)
+	}
+	for _, p := range []string{path + "-wal", path + "-shm"} {
+		if st, err := os.Stat(p); err != nil {
+			t.Errorf("WAL mode: %v", err)
+		} else if got := st.Mode().Perm(); got&^0o600 != 0 {
+			t.Errorf("%s mode = %v, want at most 0600", filepath.Base(p), got)
+		}
+	}
+	st, err = os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Mode().Perm(); got&^0o750 != 0 {
+		t.Errorf("directory mode = %v, want at most 0750", got)
+	}
+	var mode string
+	if err := s.db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+		t.Errorf("journal_mode = %q (%v), want wal", mode, err)
+	}
+	var timeout int
+	if err := s.db.QueryRow(`PRAGMA busy_timeout`).Scan(&timeout); err != nil || timeout != 5000 {
+		t.Errorf("busy_timeout = %d (%v), want 5000", timeout, err)
+	}
+}
+
+func TestOpenRejectsBadPaths(t *testing.T) {
+	for _, path := range []string{"", ":memory:", "file:x.db", filepath.Join(t.TempDir(), "a?mode=ro")} {
+		if s, err := Open(context.Background(), path); !errors.Is(err, ErrInvalid) {
+			if s != nil {
+				s.Close()
+			}
+			t.Errorf("Open(%q) = %v, want ErrInvalid", path, err)
+		}
+	}
+}
+
+func TestMigrationsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "hadar.db")
+	s := openTest(t, path)
+	// Remove part of the seed: a reopen must neither fail nor seed again.
+	if _, err := s.db.Exec(`DELETE FROM throughputs WHERE job_type = 'A3C'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		s = openTest(t, path)
+		var n, version int
+		if err := s.db.QueryRow(`SELECT COUNT(*), MAX(version) FROM schema_migrations`).Scan(&n, &version); err != nil {
+			t.Fatal(err)
+		}
+		ms, err := loadMigrations(migrationFS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != len(ms) || version != len(ms) {
+			t.Errorf("reopen %d: %d migrations recorded, version %d; want %d", i, n, version, len(ms))
+		}
+		tp, err := s.Throughputs(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := tp["A3C"]; ok {
+			t.Errorf("reopen %d seeded the database again", i)
+		}
+		s.Close()
+	}
+}
+
+func TestOpenRefusesNewerSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hadar.db")
+	s := openTest(t, path)
+	if _, err := s.db.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, 'future', '')`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if s, err := Open(context.Background(), path); err == nil {
+		s.Close()
+		t.Fatal("Open of a database from a newer hadar succeeded")
+	}
+}
+
+func TestConcurrentFirstOpenSeedsOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hadar.db")
+	var wg sync.WaitGroup
+	errs := make([]error, 16)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := Open(context.Background(), path)
+			if err == nil {
+				err = s.Close()
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("opener %d: %v", i, err)
+		}
+	}
+	s := openTest(t, path)
+	var n int
+	if err := s.db.QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("schema_migrations has %d rows (%v), want 1", n, err)
+	}
+}
+
+func TestLoadMigrations(t *testing.T) {
+	tests := []struct {
+		name    string
+		fs      fstest.MapFS
+		want    []int
+		wantErr bool
+	}{
+		{name: "ordered", fs: fstest.MapFS{
+			"migrations/0002_b.sql": {Data: []byte("B")},
+			"migrations/0001_a.sql": {Data: []byte("A")},
+		}, want: []int{1, 2}},
+		{name: "gap", fs: fstest.MapFS{
+			"migrations/0001_a.sql": {Data: []byte("A")},
+			"migrations/0003_c.sql": {Data: []byte("C")},
+		}, wantErr: true},
+		{name: "duplicate", fs: fstest.MapFS{
+			"migrations/0001_a.sql": {Data: []byte("A")},
+			"migrations/0001_b.sql": {Data: []byte("B")},
+		}, wantErr: true},
+		{name: "unnumbered", fs: fstest.MapFS{"migrations/init.sql": {Data: []byte("A")}}, wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ms, err := loadMigrations(tc.fs)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)
+			}
+			var got []int
+			for _, m := range ms {
+				got = append(got, m.Version)
+			}
+			if !tc.wantErr {
+				if diff := cmp.Diff(tc.want, got); diff != "" {
+					t.Errorf("versions (-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
+	if _, err := loadMigrations(migrationFS); err != nil {
+		t.Errorf("embedded migrations: %v", err)
+	}
+}
+
+func TestSeed(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, "")
+	got, err := s.Throughputs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Default(), got); diff != "" {
+		t.Errorf("seeded matrix differs from Default (-want +got):\n%s", diff)
+	}
+	aliases, err := s.Aliases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(DefaultAliases(), aliases, cmpopts.SortSlices(func(a, b Alias) bool { return a.Site < b.Site })); diff != "" {
+		t.Errorf("aliases (-want +got):\n%s", diff)
+	}
+	jobs, err := s.JobTypes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Default().JobTypes(), jobs); diff != "" {
+		t.Errorf("job types (-want +got):\n%s", diff)
+	}
+	rows, err := s.Show(ctx, "A3C")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Row{
+		{JobType: "A3C", GPUType: "k80", Workers: 1, Source: SourceImported, InUse: true},
+		{JobType: "A3C", GPUType: "p100", Workers: 1, Source: SourceImported, InUse: true},
+		{JobType: "A3C", GPUType: "v100", Workers: 1, Source: SourceImported, InUse: true},
+	}
+	if diff := cmp.Diff(want, rows, cmpopts.IgnoreFields(Row{}, "StepsPerSecond", "UpdatedAt")); diff != "" {
+		t.Errorf("Show(A3C) (-want +got):\n%s", diff)
+	}
+	for _, r := range rows {
+		if r.StepsPerSecond != Default()["A3C"][r.GPUType][1] || !r.UpdatedAt.Equal(t0.Add(time.Second)) {
+			t.Errorf("row %+v: want rate %v at %v", r, Default()["A3C"][r.GPUType][1], t0.Add(time.Second))
+		}
+	}
+}
+
+// op is one step of a precedence scenario.
+type op struct {
+	imported *float64
+	measured *float64
+	observe  []float64 // steps per second, one observation each (Seconds 10)
+}
+
+func ptr(f float64) *float64 { return &f }
+
+func TestPrecedence(t *testing.T) {
+	const job, gpu = "Job", "a100"
+	tests := []struct {
+		name       string
+		minSamples int
+		ops        []op
+		wantRate   float64
+		wantSource Source
+	}{
+		{name: "imported only", ops: []op{{imported: ptr(10)}}, wantRate: 10, wantSource: SourceImported},
+		{name: "learned below min samples loses to imported",
+			ops:      []op{{imported: ptr(10)}, {observe: []float64{20, 20}}},
+			wantRate: 10, wantSource: SourceImported},
+		{name: "learned at min samples beats imported",
+			ops:      []op{{imported: ptr(10)}, {observe: []float64{20, 20, 20}}},
+			wantRate: 20, wantSource: SourceLearned},
+		{name: "configurable min samples",
+			minSamples: 1,
+			ops:        []op{{imported: ptr(10)}, {observe: []float64{30}}},
+			wantRate:   30, wantSource: SourceLearned},
+		{name: "learned below min samples used when nothing else",
+			ops:      []op{{observe: []float64{7}}},
+			wantRate: 7, wantSource: SourceLearned},
+		{name: "measured beats learned and imported",
+			ops:      []op{{imported: ptr(10)}, {observe: []float64{20, 20, 20, 20}}, {measured: ptr(5)}},
+			wantRate: 5, wantSource: SourceMeasured},
+		{name: "measured zero means cannot run",
+			ops:      []op{{imported: ptr(10)}, {measured: ptr(0)}},
+			wantRate: 0, wantSource: SourceMeasured},
+		{name: "reimport after measured keeps measured",
+			ops:      []op{{measured: ptr(5)}, {imported: ptr(10)}},
+			wantRate: 5, wantSource: SourceMeasured},
+		{name: "reimport replaces imported",
+			ops:      []op{{imported: ptr(10)}, {imported: ptr(12)}},
+			wantRate: 12, wantSource: SourceImported},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			var opts []Option
+			if tc.minSamples > 0 {
+				opts = append(opts, WithMinLearnedSamples(tc.minSamples))
+			}
+			s := openTest(t, "", opts...)
+			for _, o := range tc.ops {
+				if o.imported != nil {
+					if _, err := s.ImportGavel(ctx, optimizer.Throughputs{job: {gpu: {2: *o.imported}}}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if o.measured != nil {
+					if err := s.Set(ctx, job, gpu, 2, *o.measured); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for _, r := range o.observe {
+					if err := s.RecordObservation(ctx, Observation{JobType: job, GPUType: gpu, Workers: 2, Steps: r * 10, Seconds: 10}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			tp, err := s.Throughputs(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tp.Rate(job, gpu, 2); math.Abs(got-tc.wantRate) > 1e-9 {
+				t.Errorf("Rate = %v, want %v", got, tc.wantRate)
+			}
+			rows, err := s.Show(ctx, job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var inUse []Source
+			for _, r := range rows {
+				if r.InUse {
+					inUse = append(inUse, r.Source)
+				}
+			}
+			if diff := cmp.Diff([]Source{tc.wantSource}, inUse); diff != "" {
+				t.Errorf("sources in use (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRecordObservationLearning(t *testing.T) {
+	tests := []struct {
+		name   string
+		window int
+		rates  []float64
+		want   float64
+	}{
+		{name: "one sample", rates: []float64{4}, want: 4},
+		{name: "arithmetic mean within window", rates: []float64{2, 4, 9}, want: 5},
+		// Window 2: mean of the first two (3), then m += (x-m)/2.
+		{name: "exponential after window", window: 2, rates: []float64{2, 4, 11, 1}, want: 4},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			var opts []Option
+			if tc.window > 0 {
+				opts = append(opts, WithLearningWindow(tc.window))
+			}
+			s := openTest(t, "", opts...)
+			at := t0.Add(time.Hour)
+			for i, r := range tc.rates {
+				// Seconds vary so the test checks the rate is Steps/Seconds.
+				secs := float64(i + 1)
+				if err := s.RecordObservation(ctx, Observation{JobType: "CycleGAN", GPUType: "V100", Workers: 1, Steps: r * secs, Seconds: secs, At: at}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rows, err := s.Show(ctx, "CycleGAN")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got *Row
+			for i := range rows {
+				if rows[i].Source == SourceLearned {
+					got = &rows[i]
+				}
+			}
+			if got == nil {
+				t.Fatalf("no learned row in %+v", rows)
+			}
+			want := Row{JobType: "CycleGAN", GPUType: "v100", Workers: 1, StepsPerSecond: tc.want,
+				Source: SourceLearned, Samples: len(tc.rates), UpdatedAt: at, InUse: len(tc.rates) >= 3}
+			if diff := cmp.Diff(want, *got, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+				t.Errorf("learned row (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, "")
+	before, err := s.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := func(steps, secs float64) Observation {
+		return Observation{JobType: "A3C", GPUType: "v100", Workers: 1, Steps: steps, Seconds: secs}
+	}
+	tests := []struct {
+		name string
+		err  error
+	}{
+		{"set NaN", s.Set(ctx, "A3C", "v100", 1, math.NaN())},
+		{"set negative", s.Set(ctx, "A3C", "v100", 1, -3)},
+		{"set infinite", s.Set(ctx, "A3C", "v100", 1, math.Inf(1))},
+		{"set zero workers", s.Set(ctx, "A3C", "v100", 0, 3)},
+		{"set empty job type", s.Set(ctx, " ", "v100", 1, 3)},
+		{"set empty GPU type", s.Set(ctx, "A3C", "", 1, 3)},
+		{"observe zero seconds", s.RecordObservation(ctx, obs(10, 0))},
+		{"observe negative seconds", s.RecordObservation(ctx, obs(10, -1))},
+		{"observe NaN seconds", s.RecordObservation(ctx, obs(10, math.NaN()))},
+		{"observe negative steps", s.RecordObservation(ctx, obs(-10, 1))},
+		{"observe zero steps", s.RecordObservation(ctx, obs(0, 1))},
+		{"observe NaN steps", s.RecordObservation(ctx, obs(math.NaN(), 1))},
+		{"observe infinite steps", s.RecordObservation(ctx, obs(math.Inf(1), 1))},
+		{"observe overflowing rate", s.RecordObservation(ctx, obs(math.MaxFloat64, 1e-300))},
+		{"observe zero workers", s.RecordObservation(ctx, Observation{JobType: "A3C", GPUType: "v100", Steps: 1, Seconds: 1})},
+		{"import negative", func() error {
+			_, err := s.ImportGavel(ctx, optimizer.Throughputs{"A3C": {"v100": {1: 5, 2: -1}}})
+			return err
+		}()},
+		{"import zero workers", func() error {
+			_, err := s.ImportGavel(ctx, optimizer.Throughputs{"A3C": {"v100": {0: 5}}})
+			return err
+		}()},
+		{"alias empty site", func() error { _, err := s.SetAlias(ctx, "", "v100"); return err }()},
+		{"alias shadows canonical", func() error { _, err := s.SetAlias(ctx, "V100", "a100"); return err }()},
+		{"resolve empty", func() error { _, err := s.ResolveGPUType(ctx, " "); return err }()},
+	}
+	for _, tc := range tests {
+		if !errors.Is(tc.err, ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", tc.name, tc.err)
+		}
+	}
+	after, err := s.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(before, after); diff != "" {
+		t.Errorf("rejected input changed the store (-before +after):\n%s", diff)
+	}
+	if _, err := s.Show(ctx, "NoSuchJob"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Show(unknown) = %v, want ErrNotFound", err)
+	}
+	if err := s.Unset(ctx, "A3C", "v100", 1); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Unset with no measured value = %v, want ErrNotFound", err)
+	}
+}
+
+func TestImportAndUnset(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, "")
+	n, err := s.ImportGavel(ctx, optimizer.Throughputs{
+		"A3C":  {"V100": {1: 1.5}, "h100": {1: 9}},
+		"Toy":  {"tesla_v100-sxm2-32gb": {1: 2, 2: 3.5}},
+		"Toy2": {"RTX8000": {1: 4}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 5 {
+		t.Errorf("imported %d rates, want 5", n)
+	}
+	tp, err := s.Throughputs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := optimizer.Throughputs{"A3C": {"v100": tp["A3C"]["v100"], "h100": tp["A3C"]["h100"]}, "Toy": tp["Toy"], "Toy2": tp["Toy2"]}
+	want := optimizer.Throughputs{
+		"A3C":  {"v100": {1: 1.5}, "h100": {1: 9}},
+		"Toy":  {"v100": {1: 2, 2: 3.5}},
+		"Toy2": {"rtx8000": {1: 4}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("after import (-want +got):\n%s", diff)
+	}
+	types, err := s.GPUTypes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !contains(types, "rtx8000") || contains(types, "RTX8000") {
+		t.Errorf("GPU types %v: want a new lowercase rtx8000", types)
+	}
+
+	if err := s.Set(ctx, "A3C", "v100", 1, 99); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Unset(ctx, "A3C", "V100", 1); err != nil {
+		t.Fatal(err)
+	}
+	tp, err = s.Throughputs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tp.Rate("A3C", "v100", 1); got != 1.5 {
+		t.Errorf("after Unset, rate = %v, want the imported 1.5", got)
+	}
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+func TestResolveGPUType(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, "")
+	for _, a := range [][2]string{{"gpu_fast", "A100"}, {"MixedCase", "k80"}, {"mixedcase", "k80"}, {"odd", "p100"}, {"ODD", "v100"}, {"a10", "a10"}} {
+		if _, err := s.SetAlias(ctx, a[0], a[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name    string
+		want    string
+		wantErr error
+	}{
+		{name: "tesla_v100-sxm2-32gb", want: "v100"}, // default alias
+		{name: "NVlink_A100_40GB", want: "a100"},     // default alias
+		{name: "v100", want: "v100"},                 // canonical
+		{name: "V100", want: "v100"},                 // canonical, any case
+		{name: "gpu_fast", want: "a100"},             // alias to an existing type given in upper case
+		{name: "GPU_FAST", want: "a100"},             // alias, any case
+		{name: "MIXEDCASE", want: "k80"},             // two aliases differing in case, same type
+		{name: "odd", want: "p100"},                  // exact alias beats case-insensitive one
+		{name: "Odd", wantErr: ErrAmbiguous},         // two aliases differing in case, two types
+		{name: "tesla_v100-pcie-8gb", want: "v100"},  // substring
+		{name: "Quadro_P100_x", want: "p100"},        // substring, any case
+		{name: "nvidia_a100_x", want: "a100"},        // longest of a10 and a100
+		{name: "nvidia_a10", want: "a10"},            // a10 (a new type from SetAlias)
+		{name: "rtx_a1000", wantErr: ErrNotFound},    // a100 followed by a digit
+		{name: "v1000", wantErr: ErrNotFound},
+		{name: "mi250x", wantErr: ErrNotFound},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := s.ResolveGPUType(ctx, tc.name)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("ResolveGPUType(%q) = %q, %v; want %v", tc.name, got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("ResolveGPUType(%q) = %q, %v; want %q", tc.name, got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSetAlias(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, "")
+	for _, tc := range []struct{ site, canonical, want string }{
+		{"my_v100", "V100", "v100"},
+		{"my_v100", "tesla_k80", "k80"}, // replaces; target given as an alias
+		{"new_gpu", "MI250X", "mi250x"}, // new type
+	} {
+		got, err := s.SetAlias(ctx, tc.site, tc.canonical)
+		if err != nil || got != tc.want {
+			t.Errorf("SetAlias(%q, %q) = %q, %v; want %q", tc.site, tc.canonical, got, err, tc.want)
+		}
+	}
+	aliases, err := s.Aliases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, a := range aliases {
+		m[a.Site] = a.GPUType
+	}
+	if diff := cmp.Diff(map[string]string{"my_v100": "k80", "new_gpu": "mi250x"}, map[string]string{"my_v100": m["my_v100"], "new_gpu": m["new_gpu"]}); diff != "" {
+		t.Errorf("aliases (-want +got):\n%s", diff)
+	}
+	if len(aliases) != len(DefaultAliases())+2 {
+		t.Errorf("%d aliases, want %d", len(aliases), len(DefaultAliases())+2)
+	}
+}
+
+func TestMatchGPUType(t *testing.T) {
+	types := []string{"a10", "a100", "h100", "l4", "l40s", "t4", "v100"}
+	tests := []struct {
+		name, want string
+		err        error
+	}{
+		{"NVIDIA_A100-SXM4", "a100", nil},
+		{"a10", "a10", nil},
+		{"nvidia_l40s", "l40s", nil},
+		{"nvidia_l4", "l4", nil},
+		{"l40", "", ErrNotFound},
+		{"h100nvl", "h100", nil},
+		{"a100_h100", "", ErrAmbiguous},
+		{"tesla_t4", "t4", nil},
+		{"rtx4090", "", ErrNotFound},
+		{"", "", ErrNotFound},
+	}
+	for _, tc := range tests {
+		got, err := matchGPUType(tc.name, types)
+		if got != tc.want || !errors.Is(err, tc.err) {
+			t.Errorf("matchGPUType(%q) = %q, %v; want %q, %v", tc.name, got, err, tc.want, tc.err)
+		}
+	}
+}
