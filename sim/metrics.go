@@ -3,7 +3,6 @@ package sim
 import (
 	"math"
 	"sort"
-	"time"
 )
 
 // Metrics are the headline figures of one run, in the shape `hadar simulate
@@ -102,6 +101,3 @@ func quantile(sorted []float64, q float64) float64 {
 	hi := int(math.Ceil(pos))
 	return sorted[lo] + (sorted[hi]-sorted[lo])*(pos-float64(lo))
 }
-
-// Durations converts seconds to a time.Duration (for display).
-func Durations(s float64) time.Duration { return seconds(s) }

@@ -59,19 +59,20 @@ func utilSeries(r *sim.Result) []sim.UtilPoint {
 		bucket = 1
 	}
 	var out []sim.UtilPoint
+	// Each point holds from its bucket's start until the next point.
 	var busy, span float64
-	next := start + bucket
+	bucketStart := start
 	for _, u := range r.Util {
 		busy += u.Utilization * u.Length
 		span += u.Length
-		if u.Start+u.Length >= next {
-			out = append(out, sim.UtilPoint{Hours: (u.Start + u.Length - start) / 3600, Utilization: busy / span})
+		if u.Start+u.Length >= bucketStart+bucket {
+			out = append(out, sim.UtilPoint{Hours: (bucketStart - start) / 3600, Utilization: busy / span})
 			busy, span = 0, 0
-			next += bucket
+			bucketStart = u.Start + u.Length
 		}
 	}
 	if span > 0 {
-		out = append(out, sim.UtilPoint{Hours: (end - start) / 3600, Utilization: busy / span})
+		out = append(out, sim.UtilPoint{Hours: (bucketStart - start) / 3600, Utilization: busy / span})
 	}
 	return out
 }
