@@ -6,31 +6,39 @@ import (
 )
 
 // Hadar is hadar's own policy: task-level, heterogeneity-aware, re-planned
-// every round (docs/policies.md, "hadar"). Each round it decides
+// every round (docs/policies.md, "hadar"). It follows the primal-dual idea of
+// OASiS: GPU types carry prices (duals of their capacity), each job takes the
+// GPUs that are cheapest per unit of its throughput, and the order in which
+// jobs are served decides completion times.
 //
-//   - time: which jobs run. Jobs whose remaining time on their fastest GPU
-//     type is close to the workload's remaining horizon are critical (they
-//     set the makespan) and run first, longest first; the others follow in
-//     shortest-remaining-area-first order (remaining time x GPUs / weight),
-//     which is what keeps the average JCT low. A job is admitted while its
-//     gang fits in the free GPUs of any types: task-level placement means a
-//     gang never waits for W GPUs of one type.
-//   - space: which GPU type each admitted job gets. Critical jobs take their
-//     fastest type; the others are placed by comparative advantage (the job
-//     that gains most from the fast type gets it). A gang that fits on no
-//     single type spans types, choosing the fastest set of types that holds
-//     it, and runs at the pace of its slowest worker.
+//   - Prices. A price per GPU type is found by tatonnement: every job picks
+//     the type that is cheapest for its remaining work (price x GPU-seconds it
+//     needs there), and prices rise on types whose work would take longer than
+//     the others' until the loads balance. The balanced load is the fluid
+//     estimate of the remaining makespan (the horizon), and each job's
+//     preferred type is where the whole workload finishes soonest.
+//   - Time. Jobs whose remaining time on their preferred type is close to the
+//     horizon are critical (they set the makespan) and are served first,
+//     longest first; the others follow shortest remaining area first
+//     (remaining time x GPUs / weight), which keeps the average JCT low.
+//   - Space. A job runs on its preferred type when that type has room for its
+//     gang; GPUs still free after that go to the next jobs in priority order
+//     on any type, and a gang that fits on no single type spans types
+//     (task-level placement), running at the pace of its slowest worker.
+//     Jobs keep their nodes when they stay on the same type.
 type Hadar struct {
 	// Critical is the fraction of the horizon above which a job is critical.
 	Critical float64
 	// MigrationPenalty is the time (seconds) a running job loses when moved to
 	// another GPU type; a move is made only when it saves more than that.
 	MigrationPenalty float64
+	// PriceRounds bounds the tatonnement iterations.
+	PriceRounds int
 }
 
 func init() {
-	Register("hadar", "Hadar: task-level, heterogeneity-aware; critical jobs first, then shortest remaining area, comparative-advantage placement", func(o Options) Policy {
-		return &Hadar{Critical: 0.9, MigrationPenalty: o.MigrationPenalty.Seconds()}
+	Register("hadar", "Hadar: task-level, heterogeneity-aware, primal-dual prices per GPU type; critical jobs first, then shortest remaining area", func(o Options) Policy {
+		return &Hadar{Critical: 0.9, MigrationPenalty: o.MigrationPenalty.Seconds(), PriceRounds: 60}
 	})
 }
 
@@ -40,10 +48,9 @@ func (p *Hadar) Name() string { return "hadar" }
 type hadarJob struct {
 	*Job
 	rates     map[string]float64 // whole-job rate per GPU type
-	prefs     []string           // GPU types by rate, fastest first
-	best      float64            // fastest rate
-	remaining float64            // seconds left at the fastest rate
-	advantage float64            // fastest rate / slowest usable rate
+	prefs     []string           // GPU types, cheapest per unit of work first
+	remaining float64            // seconds left on the preferred type
+	fastest   float64            // seconds left on the fastest type
 	critical  bool
 }
 
@@ -57,39 +64,64 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 	}
 	jobs := sortedJobs(s)
 	hj := make([]*hadarJob, 0, len(jobs))
-	longest, areaBest, areaMean := 0.0, 0.0, 0.0
 	for _, j := range jobs {
 		h := &hadarJob{Job: j, rates: map[string]float64{}}
-		worst := math.Inf(1)
-		meanRate := 0.0
 		for _, t := range types {
-			r := s.Throughput.Rate(j.Type, t, j.Workers)
-			if r <= 0 {
-				continue
+			if r := s.Throughput.Rate(j.Type, t, j.Workers); r > 0 && capacity[t] > 0 {
+				h.rates[t] = r
+				h.prefs = append(h.prefs, t)
 			}
-			h.rates[t] = r
-			h.prefs = append(h.prefs, t)
-			h.best = math.Max(h.best, r)
-			worst = math.Min(worst, r)
-			meanRate += r * float64(capacity[t])
 		}
-		if h.best <= 0 || j.Workers > totalGPUs {
+		if len(h.prefs) == 0 || j.Workers > totalGPUs || j.RemainingSteps <= 0 {
 			continue // nothing here can run it
 		}
-		meanRate /= float64(totalGPUs)
-		sort.SliceStable(h.prefs, func(a, b int) bool { return h.rates[h.prefs[a]] > h.rates[h.prefs[b]] })
-		h.remaining = j.RemainingSteps / h.best
-		h.advantage = h.best / worst
-		longest = math.Max(longest, h.remaining)
-		areaBest += float64(j.Workers) * h.remaining
-		areaMean += float64(j.Workers) * j.RemainingSteps / meanRate
 		hj = append(hj, h)
 	}
-	// The workload's remaining horizon: the longest job alone, or the total
-	// work spread over the cluster (between its best-type and mean-type cost).
-	horizon := math.Max(longest, (areaBest+areaMean)/2/float64(totalGPUs))
+	prices, horizon := p.balancePrices(hj, types, capacity)
 	for _, h := range hj {
-		h.critical = h.remaining >= p.Critical*horizon
+		h.fastest = h.RemainingSteps / h.bestRate()
+		horizon = math.Max(horizon, h.fastest)
+	}
+	for _, h := range hj {
+		// Cheapest per unit of work first, but a type too slow to finish the
+		// job within the horizon comes after every type that can.
+		fits := func(t string) bool { return h.RemainingSteps/h.rates[t] <= p.Critical*horizon }
+		sort.SliceStable(h.prefs, func(a, b int) bool {
+			ta, tb := h.prefs[a], h.prefs[b]
+			if fa, fb := fits(ta), fits(tb); fa != fb {
+				return fa
+			}
+			if !fits(ta) {
+				return h.rates[ta] > h.rates[tb]
+			}
+			return prices[ta]/h.rates[ta] < prices[tb]/h.rates[tb]
+		})
+		h.remaining = h.RemainingSteps / h.rates[h.prefs[0]]
+		h.critical = h.fastest >= p.Critical*horizon
+	}
+	// Gangs wider than half a type's GPUs cannot run side by side there:
+	// their times add up. When such a chain nears the horizon, its longest
+	// job becomes critical.
+	for _, t := range types {
+		chain, longest := 0.0, (*hadarJob)(nil)
+		for _, h := range hj {
+			if h.prefs[0] == t && 2*h.Workers > capacity[t] {
+				chain += h.remaining
+				if longest == nil || h.remaining > longest.remaining {
+					longest = h
+				}
+			}
+		}
+		if longest != nil && chain >= p.Critical*horizon {
+			longest.critical = true
+		}
+	}
+	for _, h := range hj {
+		if h.critical {
+			// A critical job sets the makespan: it wants its fastest type.
+			sort.SliceStable(h.prefs, func(a, b int) bool { return h.rates[h.prefs[a]] > h.rates[h.prefs[b]] })
+			h.remaining = h.fastest
+		}
 	}
 	sort.SliceStable(hj, func(a, b int) bool {
 		x, y := hj[a], hj[b]
@@ -102,68 +134,127 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 		return float64(x.Workers)*x.remaining/x.Weight < float64(y.Workers)*y.remaining/y.Weight
 	})
 
-	// Time: admit jobs while their gangs fit in the free GPUs.
 	pool := newFreePool(s.Nodes)
-	free := pool.Total()
-	var admitted []*hadarJob
-	for _, h := range hj {
-		if h.Workers <= free {
-			admitted = append(admitted, h)
-			free -= h.Workers
-		}
-	}
-
-	// Space: critical jobs first on their fastest type, then the rest by
-	// comparative advantage; jobs keep their nodes where they can.
-	var critical, rest []*hadarJob
-	for _, h := range admitted {
-		if h.critical {
-			critical = append(critical, h)
-		} else {
-			rest = append(rest, h)
-		}
-	}
-	sort.SliceStable(rest, func(a, b int) bool { return rest[a].advantage > rest[b].advantage })
+	plan := NewPlan()
+	// Pass 1: every job on its preferred type, critical jobs on the best type
+	// that has room. Jobs that stay on their current type are placed first
+	// so that they keep their nodes.
+	chosen := map[string]string{}
 	left := map[string]int{}
 	for _, t := range types {
 		left[t] = pool.Free(t)
 	}
-	chosen := map[string]string{}
-	var whole []*Job
-	var spill []*hadarJob
-	for _, group := range [][]*hadarJob{critical, rest} {
-		for _, h := range group {
-			t := p.pickType(h, left)
-			if t == "" {
-				spill = append(spill, h)
-				continue
-			}
+	var first []*Job
+	for _, h := range hj {
+		cands := h.prefs[:1]
+		if h.critical {
+			cands = h.prefs
+		}
+		if t := p.pickType(h, cands, left); t != "" {
 			left[t] -= h.Workers
 			chosen[h.ID] = t
-			whole = append(whole, h.Job)
+			first = append(first, h.Job)
 		}
 	}
-	plan := placeChosen(pool, whole, chosen)
-	// Gangs that fit on no single type span the fastest set of types that
-	// holds them.
-	for _, h := range spill {
-		if tasks := spanTypes(pool, h); tasks != nil {
+	for id, tasks := range placeChosen(pool, first, chosen).Assignments {
+		plan.Assign(id, tasks...)
+	}
+	// Pass 2: GPUs still free go to the next jobs in priority order, on any
+	// type, or spanning types.
+	for _, h := range hj {
+		if pool.Total() == 0 {
+			break
+		}
+		if _, placed := plan.Assignments[h.ID]; placed || h.Workers > pool.Total() {
+			continue
+		}
+		var tasks []Task
+		for _, t := range h.prefs {
+			if pool.Free(t) >= h.Workers {
+				tasks = pool.placeOnType(t, h.Workers, h.Current)
+				break
+			}
+		}
+		if tasks == nil {
+			tasks = spanTypes(pool, h)
+		}
+		if tasks != nil {
 			plan.Assign(h.ID, tasks...)
 		}
 	}
 	return plan, nil
 }
 
-// pickType returns the fastest type (for this job) with room for its whole
-// gang, keeping a running job where it is unless moving saves more than the
+// balancePrices finds GPU-type prices at which the jobs' choices (each job
+// on the type cheapest for its remaining work) load every type about
+// equally, and returns them with the resulting load: the time the busiest
+// type needs for its share of the work, a fluid estimate of the remaining
+// makespan.
+func (p *Hadar) balancePrices(jobs []*hadarJob, types []string, capacity map[string]int) (map[string]float64, float64) {
+	prices := map[string]float64{}
+	for _, t := range types {
+		prices[t] = 1
+	}
+	if len(jobs) == 0 {
+		return prices, 0
+	}
+	best := map[string]float64{}
+	bestLoad := math.Inf(1)
+	load := map[string]float64{}
+	for iter := 0; iter < max(1, p.PriceRounds); iter++ {
+		for _, t := range types {
+			load[t] = 0
+		}
+		for _, h := range jobs {
+			pick, cost := "", math.Inf(1)
+			for _, t := range h.prefs {
+				if c := prices[t] / h.rates[t]; c < cost {
+					pick, cost = t, c
+				}
+			}
+			load[pick] += float64(h.Workers) * h.RemainingSteps / h.rates[pick]
+		}
+		maxLoad, mean, n := 0.0, 0.0, 0
+		for _, t := range types {
+			if capacity[t] == 0 {
+				continue
+			}
+			load[t] /= float64(capacity[t])
+			maxLoad = math.Max(maxLoad, load[t])
+			mean += load[t]
+			n++
+		}
+		mean /= float64(n)
+		if maxLoad < bestLoad {
+			bestLoad = maxLoad
+			for t, v := range prices {
+				best[t] = v
+			}
+		}
+		if mean <= 0 {
+			break
+		}
+		// Raise the price of overloaded types, lower the others; the step
+		// shrinks so that jobs stop flapping between types.
+		step := 0.5 / (1 + float64(iter)/10)
+		for _, t := range types {
+			f := math.Pow(math.Max(load[t], 1e-9*mean)/mean, step)
+			prices[t] *= math.Min(2, math.Max(0.5, f))
+		}
+	}
+	return best, bestLoad
+}
+
+// pickType returns the first of cands with room for the job's gang, keeping
+// a running job on its current type unless moving saves more than the
 // migration penalty.
-func (p *Hadar) pickType(h *hadarJob, left map[string]int) string {
+func (p *Hadar) pickType(h *hadarJob, cands []string, left map[string]int) string {
 	cur := currentType(h.Current)
-	for _, t := range h.prefs {
+	for _, t := range cands {
 		if left[t] < h.Workers {
 			continue
 		}
-		if cur != "" && cur != t && p.MigrationPenalty > 0 && left[cur] >= h.Workers {
+		if cur != "" && cur != t && p.MigrationPenalty > 0 && left[cur] >= h.Workers && h.rates[cur] > 0 {
 			saved := h.RemainingSteps/h.rates[cur] - h.RemainingSteps/h.rates[t]
 			if saved <= p.MigrationPenalty {
 				return cur
@@ -175,12 +266,14 @@ func (p *Hadar) pickType(h *hadarJob, left map[string]int) string {
 }
 
 // spanTypes places a gang across GPU types: the shortest prefix of the job's
-// types (fastest first) whose free GPUs hold the gang maximises the slowest
-// worker's rate.
+// types (by rate, fastest first) whose free GPUs hold the gang maximises the
+// slowest worker's rate.
 func spanTypes(pool *freePool, h *hadarJob) []Task {
+	byRate := append([]string(nil), h.prefs...)
+	sort.SliceStable(byRate, func(a, b int) bool { return h.rates[byRate[a]] > h.rates[byRate[b]] })
 	need := h.Workers
 	var use []string
-	for _, t := range h.prefs {
+	for _, t := range byRate {
 		if pool.Free(t) == 0 {
 			continue
 		}
@@ -193,7 +286,6 @@ func spanTypes(pool *freePool, h *hadarJob) []Task {
 	if need > 0 {
 		return nil
 	}
-	// Take from the slowest chosen type last so the fast GPUs are all used.
 	var tasks []Task
 	left := h.Workers
 	for _, t := range use {
@@ -202,4 +294,12 @@ func spanTypes(pool *freePool, h *hadarJob) []Task {
 		left -= n
 	}
 	return tasks
+}
+
+func (h *hadarJob) bestRate() float64 {
+	best := 0.0
+	for _, r := range h.rates {
+		best = math.Max(best, r)
+	}
+	return best
 }
