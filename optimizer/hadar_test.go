@@ -1,0 +1,182 @@
+package optimizer
+
+import (
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var t0 = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// snapshotBuilder builds small hand-checkable snapshots.
+type snapshotBuilder struct{ s *Snapshot }
+
+func newSnapshot() *snapshotBuilder {
+	return &snapshotBuilder{s: &Snapshot{Now: t0, Round: 360 * time.Second, Throughput: Throughputs{}}}
+}
+
+func (b *snapshotBuilder) node(name, gpuType string, gpus int) *snapshotBuilder {
+	b.s.Nodes = append(b.s.Nodes, Node{Name: name, Type: gpuType, GPUs: gpus})
+	return b
+}
+
+// job adds a job whose whole-job rate on each type is given as type=rate
+// pairs, and whose remaining work is steps.
+func (b *snapshotBuilder) job(id string, workers int, steps float64, rates map[string]float64) *snapshotBuilder {
+	for h, r := range rates {
+		b.s.Throughput.Set("type-"+id, h, workers, r)
+	}
+	b.s.Jobs = append(b.s.Jobs, Job{ID: id, Type: "type-" + id, Workers: workers, Arrival: t0, TotalSteps: steps, RemainingSteps: steps, Weight: 1})
+	return b
+}
+
+// placedTypes summarises a plan as job -> sorted GPU types of its tasks.
+func placedTypes(p *Plan) map[string]string {
+	out := map[string]string{}
+	for id, tasks := range p.Assignments {
+		var ts []string
+		for _, t := range tasks {
+			ts = append(ts, fmt.Sprintf("%s:%d", t.Type, t.GPUs))
+		}
+		sort.Strings(ts)
+		out[id] = fmt.Sprint(ts)
+	}
+	return out
+}
+
+func planOrFail(t *testing.T, name string, s *Snapshot) *Plan {
+	t.Helper()
+	p, err := New(name, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := p.Plan(s)
+	if err != nil {
+		t.Fatalf("%s.Plan: %v", name, err)
+	}
+	if err := Check(s, plan); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return plan
+}
+
+func TestHadarHandChecked(t *testing.T) {
+	tests := []struct {
+		name string
+		snap *Snapshot
+		want map[string]string
+	}{
+		{
+			// A gains 3x from a v100, B only 1.2x: comparative advantage
+			// puts A on the v100 and B on the k80.
+			name: "comparative advantage",
+			snap: newSnapshot().node("v", "v100", 1).node("k", "k80", 1).
+				job("a", 1, 3600*30, map[string]float64{"v100": 3, "k80": 1}).
+				job("b", 1, 3600*12, map[string]float64{"v100": 1.2, "k80": 1}).s,
+			want: map[string]string{"a": "[v100:1]", "b": "[k80:1]"},
+		},
+		{
+			// One free v100 and one free k80: a job-level scheduler cannot
+			// run the 2-GPU job; Hadar's task-level placement spans both.
+			name: "gang spans GPU types",
+			snap: newSnapshot().node("v", "v100", 1).node("k", "k80", 1).
+				job("a", 2, 1000, map[string]float64{"v100": 4, "k80": 2}).s,
+			want: map[string]string{"a": "[k80:1 v100:1]"},
+		},
+		{
+			// The 10 h job sets the makespan and runs; the other GPU goes
+			// to the shorter of the rest (shortest remaining first).
+			name: "critical job first, then shortest remaining",
+			snap: newSnapshot().node("n", "v100", 2).
+				job("long", 1, 10*3600, map[string]float64{"v100": 1}).
+				job("medium", 1, 2*3600, map[string]float64{"v100": 1}).
+				job("short", 1, 1*3600, map[string]float64{"v100": 1}).s,
+			want: map[string]string{"long": "[v100:1]", "short": "[v100:1]"},
+		},
+		{
+			// A job no GPU type here can run is left out, not an error.
+			name: "unrunnable job is skipped",
+			snap: newSnapshot().node("n", "v100", 2).
+				job("a", 1, 100, map[string]float64{"k80": 1}).
+				job("b", 1, 100, map[string]float64{"v100": 1}).s,
+			want: map[string]string{"b": "[v100:1]"},
+		},
+		{
+			name: "idle GPUs are backfilled by the next jobs",
+			snap: newSnapshot().node("v", "v100", 4).node("k", "k80", 4).
+				job("a", 4, 1e6, map[string]float64{"v100": 40, "k80": 4}).
+				job("b", 4, 1e6, map[string]float64{"v100": 40, "k80": 4}).s,
+			want: map[string]string{"a": "[v100:4]", "b": "[k80:4]"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			plan := planOrFail(t, "hadar", tc.snap)
+			if diff := cmp.Diff(tc.want, placedTypes(plan)); diff != "" {
+				t.Errorf("placement (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestHadarKeepsNodesOfRunningJobs(t *testing.T) {
+	s := newSnapshot().node("v1", "v100", 2).node("v2", "v100", 2).
+		job("a", 2, 1e6, map[string]float64{"v100": 1}).s
+	s.Jobs[0].Current = []Task{{Node: "v2", Type: "v100", GPUs: 2}}
+	plan := planOrFail(t, "hadar", s)
+	if diff := cmp.Diff([]Task{{Node: "v2", Type: "v100", GPUs: 2}}, plan.Assignments["a"]); diff != "" {
+		t.Errorf("running job moved (-want +got):\n%s", diff)
+	}
+}
+
+func TestHadarMigrationPenalty(t *testing.T) {
+	// b runs on the k80; moving it to the now-free v100 saves 100 s of a
+	// 1000 s remainder. With a 600 s penalty it stays; without, it moves.
+	build := func() *Snapshot {
+		s := newSnapshot().node("v", "v100", 1).node("k", "k80", 1).
+			job("b", 1, 1000, map[string]float64{"v100": 1.0 / 0.9, "k80": 1}).s
+		s.Jobs[0].Current = []Task{{Node: "k", Type: "k80", GPUs: 1}}
+		return s
+	}
+	for _, tc := range []struct {
+		penalty time.Duration
+		want    string
+	}{{0, "v100"}, {600 * time.Second, "k80"}} {
+		p, _ := New("hadar", Options{MigrationPenalty: tc.penalty})
+		plan, err := p.Plan(build())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := plan.Assignments["b"][0].Type; got != tc.want {
+			t.Errorf("penalty %s: job on %s, want %s", tc.penalty, got, tc.want)
+		}
+	}
+}
+
+// TestPoliciesOnRandomSnapshots runs every policy on random snapshots: every
+// plan must pass Check, and the same snapshot must give the same plan.
+func TestPoliciesOnRandomSnapshots(t *testing.T) {
+	for _, name := range Names() {
+		for seed := int64(0); seed < 5; seed++ {
+			s := SyntheticSnapshot(60, 48, 3, seed)
+			// Some jobs already run where a previous round put them.
+			prev := planOrFail(t, "hadar", s)
+			for i := range s.Jobs {
+				if i%2 == 0 {
+					s.Jobs[i].Current = prev.Assignments[s.Jobs[i].ID]
+				}
+			}
+			a := planOrFail(t, name, s)
+			b := planOrFail(t, name, s)
+			if diff := cmp.Diff(a, b); diff != "" {
+				t.Errorf("%s seed %d: two fresh instances planned differently (-first +second):\n%s", name, seed, diff)
+			}
+			if len(a.Assignments) == 0 {
+				t.Errorf("%s seed %d: nothing placed on an idle cluster", name, seed)
+			}
+		}
+	}
+}

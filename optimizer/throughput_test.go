@@ -1,0 +1,58 @@
+package optimizer
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+func TestThroughputModel(t *testing.T) {
+	thr := Throughputs{}
+	thr.Set("m", "v100", 1, 10)
+	thr.Set("m", "v100", 2, 18)
+	thr.Set("m", "k80", 1, 4)
+	thr.Set("m", "k80", 2, 7)
+	tests := []struct {
+		name string
+		got  float64
+		want float64
+	}{
+		{"measured", thr.Rate("m", "v100", 2), 18},
+		{"unmeasured count scales from the largest below", thr.Rate("m", "v100", 4), 36},
+		{"unknown type", thr.Rate("m", "a100", 1), 0},
+		{"unknown job type", thr.Rate("x", "v100", 1), 0},
+		{"zero workers", thr.Rate("m", "v100", 0), 0},
+		{"gang on one type", thr.PlacementRate("m", 2, []Task{{Type: "v100", GPUs: 2}}), 18},
+		{"gang across types runs at the slowest", thr.PlacementRate("m", 2, []Task{{Type: "v100", GPUs: 1}, {Type: "k80", GPUs: 1}}), 7},
+		{"partial gang runs at 0", thr.PlacementRate("m", 2, []Task{{Type: "v100", GPUs: 1}}), 0},
+		{"copies add up", thr.CopiesRate("m", []Task{{Type: "v100", GPUs: 1, Copy: 1}, {Type: "k80", GPUs: 2, Copy: 2}}, 1), 17},
+		{"copies with efficiency", thr.CopiesRate("m", []Task{{Type: "v100", GPUs: 1, Copy: 1}, {Type: "k80", GPUs: 2, Copy: 2}}, 0.9), 15.3},
+		{"fastest type speed", thr.TypeSpeed("v100"), 1},
+		{"slower type speed", thr.TypeSpeed("k80"), 0.4},
+	}
+	for _, tc := range tests {
+		if diff := cmp.Diff(tc.want, tc.got, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
+		}
+	}
+	if diff := cmp.Diff([]string{"k80", "v100"}, thr.GPUTypes()); diff != "" {
+		t.Errorf("GPUTypes (-want +got):\n%s", diff)
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	want := []string{"elas", "gavel", "gavel-ftf", "gavel-makespan", "hadar", "las", "tiresias", "yarn-cs"}
+	got := Names()
+	for _, n := range want {
+		if _, err := New(n, Options{}); err != nil {
+			t.Errorf("New(%q): %v", n, err)
+		}
+	}
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreSliceElements(func(s string) bool { return s == "hadare" })); diff != "" {
+		t.Errorf("Names() (-want +got):\n%s", diff)
+	}
+	if _, err := New("nope", Options{}); err == nil {
+		t.Error(`New("nope") = nil error`)
+	}
+}
