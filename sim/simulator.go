@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hadar-sched/hadar/optimizer"
@@ -53,6 +54,11 @@ func (c Cluster) TotalGPUs() int {
 	}
 	return n
 }
+
+// maxIdleRounds is how many rounds in a row a policy may leave every
+// remaining job waiting, with no arrival to come, before the run is declared
+// stuck (Gavel's mechanism may wait up to 1,920 s for a new allocation).
+const maxIdleRounds = 50
 
 // Config is one simulation run.
 type Config struct {
@@ -169,6 +175,7 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 	next := 0 // next job in order to arrive
 	var active []*simJob
 	completed := 0
+	idleRounds := 0
 	for completed < len(jobs) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -207,8 +214,12 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 		}
 		res.Rounds++
 
-		// Advance every job by one round. The round ends early only when
-		// every running job finishes before its end (as in Gavel).
+		// Advance every job by one round. A job runs whole steps: as many
+		// as fit in the round, or the steps it has left (Gavel leases
+		// int(throughput x round) steps). The round ends when the last
+		// running job stops: about a round's length, or earlier when every
+		// running job finishes in it, even if other jobs are waiting (as in
+		// Gavel's simulator, whose round ends with its last micro-task).
 		roundEnd := now
 		busy := 0.0
 		still := active[:0]
@@ -232,12 +243,13 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 			}
 			gpus := float64(optimizer.TaskGPUs(tasks))
 			ran := round
-			if rate > 0 && j.RemainingSteps <= rate*round*(1+1e-12) {
+			if steps := roundSteps(rate, round); rate > 0 && j.RemainingSteps <= steps {
 				ran = j.RemainingSteps / rate
 				j.RemainingSteps = 0
 				j.completion = now + ran
-			} else {
-				j.RemainingSteps -= rate * round
+			} else if rate > 0 {
+				ran = steps / rate
+				j.RemainingSteps -= steps
 			}
 			j.Attained += gpus * ran
 			j.Executed += ran
@@ -250,7 +262,16 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 			still = append(still, j)
 		}
 		active = still
-		if !anyRunning || len(active) > 0 {
+		if anyRunning || next < len(order) {
+			idleRounds = 0
+		} else if idleRounds++; idleRounds >= maxIdleRounds {
+			var stuck []string
+			for _, j := range active {
+				stuck = append(stuck, fmt.Sprintf("%s (%s, %d GPUs)", j.ID, j.Type, j.Workers))
+			}
+			return nil, fmt.Errorf("simulate: %s runs none of the %d remaining jobs for %d rounds: %s", cfg.Policy.Name(), len(active), idleRounds, strings.Join(stuck, ", "))
+		}
+		if !anyRunning {
 			roundEnd = now + round
 		}
 		if !anyRunning && next < len(order) && len(active) == 0 {
@@ -276,6 +297,17 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
+// roundSteps is the work a job running at rate steps/s does in a full round
+// of round seconds: whole steps (Gavel's int(throughput x round)), or the
+// fraction of a step for a job too slow to do one step per round.
+func roundSteps(rate, round float64) float64 {
+	s := rate * round
+	if s >= 1 {
+		return math.Floor(s)
+	}
+	return s
+}
+
 // jobRate is the job's steps/s under tasks, and its number of HadarE copies
 // (0 for a gang placement).
 func jobRate(cfg Config, j *optimizer.Job, tasks []optimizer.Task) (float64, int) {
@@ -285,18 +317,24 @@ func jobRate(cfg Config, j *optimizer.Job, tasks []optimizer.Task) (float64, int
 	return cfg.Throughputs.PlacementRate(j.Type, j.Workers, tasks), 0
 }
 
-// checkRunnable rejects a job that no GPU type of the cluster could ever run,
-// which would otherwise keep the simulation going forever.
+// checkRunnable rejects a job that no GPU type of the cluster could ever run.
+// (A gang wider than every single type may still run under a task-level
+// policy; a job-level policy that never places it is caught as a stall.)
 func checkRunnable(thr optimizer.Throughputs, tj TraceJob, capacity map[string]int) error {
 	if _, ok := thr[tj.JobType]; !ok {
 		return fmt.Errorf("job type %q is not in the throughput matrix", tj.JobType)
 	}
+	total, runnable := 0, false
 	for h, n := range capacity {
-		if n >= tj.ScaleFactor && thr.Rate(tj.JobType, h, tj.ScaleFactor) > 0 {
-			return nil
+		total += n
+		if n > 0 && thr.Rate(tj.JobType, h, tj.ScaleFactor) > 0 {
+			runnable = true
 		}
 	}
-	return fmt.Errorf("no GPU type in the cluster can run %q with %d workers", tj.JobType, tj.ScaleFactor)
+	if !runnable || total < tj.ScaleFactor {
+		return fmt.Errorf("no GPU type in the cluster can run %q with %d workers", tj.JobType, tj.ScaleFactor)
+	}
+	return nil
 }
 
 // isolatedTime is the job's completion time running alone on an equal 1/n
@@ -304,20 +342,17 @@ func checkRunnable(thr optimizer.Throughputs, tj TraceJob, capacity map[string]i
 // system when it arrived: the share buys time fractions C_h/(n*W) of each
 // type, normalised so that they sum to at most 1.
 func isolatedTime(thr optimizer.Throughputs, j *optimizer.Job, capacity map[string]int, n int) float64 {
-	fracs := map[string]float64{}
+	types := make([]string, 0, len(capacity))
 	sum := 0.0
 	for h, c := range capacity {
-		f := float64(c) / float64(n*j.Workers)
-		fracs[h] = f
-		sum += f
+		types = append(types, h)
+		sum += float64(c) / float64(n*j.Workers)
 	}
-	if sum > 1 {
-		for h := range fracs {
-			fracs[h] /= sum
-		}
-	}
+	sort.Strings(types) // a fixed summation order keeps runs bit-identical
+	norm := math.Max(sum, 1)
 	rate := 0.0
-	for h, f := range fracs {
+	for _, h := range types {
+		f := float64(capacity[h]) / float64(n*j.Workers) / norm
 		rate += f * thr.Rate(j.Type, h, j.Workers)
 	}
 	if rate <= 0 {
