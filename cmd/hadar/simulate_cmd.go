@@ -47,6 +47,7 @@ func simulateCommand() *cli.Command {
 			&cli.Float64Flag{Name: "copy-efficiency", Value: 1.0, Usage: "HadarE: efficiency of combining copies"},
 			&cli.IntFlag{Name: "max-copies", Value: 0, Usage: "HadarE: copy limit per job (0 = number of nodes)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the results as JSON"},
+			&cli.BoolFlag{Name: "markdown", Usage: "print the results as a Markdown table (hours)"},
 			&cli.StringFlag{Name: "plot", Usage: "write PNG plots (JCT CDF, utilization, metrics) into `DIR`"},
 			&cli.BoolFlag{Name: "progress", Usage: "show a progress bar on stderr (default: when stderr is a terminal)"},
 		},
@@ -132,6 +133,10 @@ func runSimulate(c *cli.Context) error {
 		enc := json.NewEncoder(c.App.Writer)
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
+	}
+	if c.Bool("markdown") {
+		printSimulateMarkdown(c.App.Writer, out)
+		return nil
 	}
 	printSimulateTable(c.App.Writer, out)
 	if dir := c.String("plot"); dir != "" {
@@ -229,4 +234,14 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+func printSimulateMarkdown(w io.Writer, out simulateOutput) {
+	fmt.Fprintln(w, "| policy | makespan h | avg JCT h | p99 JCT h | avg queue h | FTF mean | FTF max | util | sched mean ms |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	for _, name := range out.Order {
+		m := out.Policies[name]
+		fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.3f | %.2f |\n",
+			name, m.MakespanS/3600, m.AvgJCTS/3600, m.P99JCTS/3600, m.AvgQueueS/3600, m.FTFMean, m.FTFMax, m.Utilization, m.SchedTimeMeanS*1000)
+	}
 }
