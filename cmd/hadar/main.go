@@ -27,6 +27,8 @@ func newApp() *cli.App {
 			traceCommand(),
 			profilesCommand(),
 			policiesCommand(),
+			statusCommand(),
+			reportCommand(),
 		},
 		EnableBashCompletion: true,
 	}

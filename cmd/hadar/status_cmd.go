@@ -1,0 +1,202 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"unicode/utf8"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hadar-sched/hadar/bridge"
+	"github.com/hadar-sched/hadar/slurm"
+)
+
+// statusOutput is `hadar status --json`.
+type statusOutput struct {
+	Nodes []statusNode `json:"nodes"`
+	Jobs  []statusJob  `json:"jobs"`
+}
+
+type statusNode struct {
+	Name  string `json:"name"`
+	State string `json:"state"`
+	// GPUs are keyed by the site's own GRES type name ("" for untyped GRES).
+	GPUs map[string]statusGPUs `json:"gpus"`
+	// Schedulable says whether hadar may place work there.
+	Schedulable bool `json:"schedulable"`
+}
+
+type statusGPUs struct {
+	Total int `json:"total"`
+	Used  int `json:"used"`
+}
+
+type statusJob struct {
+	ID        string            `json:"id"`
+	User      string            `json:"user"`
+	State     string            `json:"state"`
+	Reason    string            `json:"reason,omitempty"`
+	Tagged    bool              `json:"tagged"`
+	Model     string            `json:"model,omitempty"`
+	TagError  string            `json:"tag_error,omitempty"`
+	GPUs      int               `json:"gpus"`
+	Placement []statusPlacement `json:"placement"`
+}
+
+type statusPlacement struct {
+	Node string `json:"node"`
+	Type string `json:"type,omitempty"`
+	GPUs int    `json:"gpus"`
+}
+
+func statusCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "status",
+		Usage: "show nodes, GPU types, free and used GPUs, and the jobs in the queue",
+		Description: "Reads the cluster with one squeue and one scontrol call, like any Slurm client (it\n" +
+			"finds the cluster through SLURM_CONF and PATH, and needs no hadar config). GPU types are\n" +
+			"shown under the site's own GRES type names; used = GPUs allocated to any job. Every job\n" +
+			"in the queue is listed, tagged (--comment=hadar ...) or not.",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+			&cli.StringFlag{Name: "slurm-bin-dir", EnvVars: []string{"HADAR_SLURM_BIN_DIR"}, Usage: "directory of the Slurm client binaries (default: PATH)"},
+		},
+		Action: func(c *cli.Context) error {
+			client := slurm.NewClient(slurm.ExecRunner{BinDir: c.String("slurm-bin-dir")}, slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn})))
+			nodes, err := client.Nodes(c.Context)
+			if err != nil {
+				return fmt.Errorf("status: %w", err)
+			}
+			jobs, err := client.Jobs(c.Context)
+			if err != nil {
+				return fmt.Errorf("status: %w", err)
+			}
+			out := buildStatus(nodes, jobs)
+			if c.Bool("json") {
+				enc := json.NewEncoder(c.App.Writer)
+				enc.SetIndent("", "  ")
+				return enc.Encode(out)
+			}
+			printStatus(c.App.Writer, out)
+			return nil
+		},
+	}
+}
+
+// buildStatus is the pure part of `hadar status`.
+func buildStatus(nodes []slurm.Node, jobs []slurm.Job) statusOutput {
+	out := statusOutput{Nodes: []statusNode{}, Jobs: []statusJob{}}
+	nodeTypes := map[string][]string{}
+	for _, n := range nodes {
+		sn := statusNode{Name: n.Name, State: n.State, GPUs: map[string]statusGPUs{}, Schedulable: n.Schedulable()}
+		for t, c := range slurm.GPUsByType(n.Gres) {
+			g := sn.GPUs[t]
+			g.Total += c
+			sn.GPUs[t] = g
+			nodeTypes[n.Name] = append(nodeTypes[n.Name], t)
+		}
+		for t, c := range slurm.GPUsByType(n.GresUsed) {
+			if c == 0 {
+				continue // "gpu:0" on a node without GPUs
+			}
+			g := sn.GPUs[t]
+			g.Used += c
+			sn.GPUs[t] = g
+		}
+		out.Nodes = append(out.Nodes, sn)
+	}
+	for _, j := range jobs {
+		sj := statusJob{ID: j.ID(), User: j.User, State: j.State, Reason: j.Reason, Tagged: bridge.IsTagged(j.Comment), Placement: []statusPlacement{}}
+		if sj.Tagged {
+			if tag, err := bridge.ParseTag(j.Comment); err != nil {
+				sj.TagError = printable(err.Error())
+			} else {
+				sj.Model = printable(tag.Model)
+			}
+		}
+		perNode := 0
+		for _, c := range slurm.GPUsByType(j.Gres) {
+			perNode += c
+		}
+		nn := max(1, j.NumNodes)
+		if len(j.Nodes) > 0 {
+			nn = len(j.Nodes)
+		}
+		sj.GPUs = perNode * nn
+		for _, n := range j.Nodes {
+			p := statusPlacement{Node: n, GPUs: perNode}
+			if ts := nodeTypes[n]; len(ts) == 1 {
+				p.Type = ts[0]
+			}
+			sj.Placement = append(sj.Placement, p)
+		}
+		out.Jobs = append(out.Jobs, sj)
+	}
+	sort.SliceStable(out.Nodes, func(a, b int) bool { return out.Nodes[a].Name < out.Nodes[b].Name })
+	return out
+}
+
+// printable keeps user text readable and harmless on a terminal.
+func printable(s string) string {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "?")
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+func printStatus(w io.Writer, out statusOutput) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tSTATE\tGPUS (type used/total)\tHADAR")
+	for _, n := range out.Nodes {
+		var gs []string
+		for _, t := range sortedKeys(n.GPUs) {
+			name := t
+			if name == "" {
+				name = "gpu"
+			}
+			gs = append(gs, fmt.Sprintf("%s %d/%d", name, n.GPUs[t].Used, n.GPUs[t].Total))
+		}
+		use := "yes"
+		if !n.Schedulable {
+			use = "no"
+		}
+		if len(gs) == 0 {
+			gs = []string{"-"}
+			use = "no GPUs"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n.Name, n.State, strings.Join(gs, ", "), use)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tUSER\tSTATE\tTAGGED\tMODEL\tGPUS\tPLACEMENT / REASON")
+	for _, j := range out.Jobs {
+		tagged, model := "no", "-"
+		if j.Tagged {
+			tagged, model = "yes", j.Model
+			if j.TagError != "" {
+				model = "(" + j.TagError + ")"
+			}
+		}
+		where := j.Reason
+		if len(j.Placement) > 0 {
+			var ps []string
+			for _, p := range j.Placement {
+				ps = append(ps, fmt.Sprintf("%s:%s:%d", p.Node, p.Type, p.GPUs))
+			}
+			where = strings.Join(ps, ",")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, printable(j.User), j.State, tagged, model, j.GPUs, where)
+	}
+	tw.Flush()
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/hadar-sched/hadar/slurm"
+)
+
+func nodesFromFixture(t *testing.T, path string) []slurm.Node {
+	t.Helper()
+	fx, err := slurm.LoadFixture(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, errs := slurm.ParseNodes(bytes.NewReader(fx.Output))
+	if len(errs) > 0 {
+		t.Fatalf("%s: %v", path, errs)
+	}
+	return nodes
+}
+
+// TestStatusSiteLayout checks `hadar status` on the second test-cluster
+// layout: site GRES names, a node with two GPU types, a CPU-only node, a
+// drained node, GPUs held by untagged jobs.
+func TestStatusSiteLayout(t *testing.T) {
+	nodes := nodesFromFixture(t, "../../slurm/testdata/scontrol-show-node/22.05-site-alloc.txt")
+	jobs := []slurm.Job{
+		{JobID: "6", User: "root", State: "PENDING", Reason: "JobHeldUser", Comment: "hadar model=resnet50 steps=100", Gres: mustGRES(t, "gres:gpu:2"), NumNodes: 1},
+		{JobID: "1", User: "alice", State: "RUNNING", Comment: "", Gres: mustGRES(t, "gres:gpu:NVlink_A100_40GB:1"), NumNodes: 1, Nodes: []string{"gpu-mix-01"}},
+		{JobID: "7", User: "bob", State: "PENDING", Comment: "hadar steps=-5", Gres: mustGRES(t, "gres:gpu:1"), NumNodes: 1},
+	}
+	out := buildStatus(nodes, jobs)
+	got := map[string]statusNode{}
+	for _, n := range out.Nodes {
+		got[n.Name] = n
+	}
+	if n := got["cpu-01"]; len(n.GPUs) != 0 {
+		t.Errorf("cpu-01 is CPU-only, got GPUs %v", n.GPUs)
+	}
+	if n := got["gpu-a100-01"]; n.Schedulable || n.GPUs["NVlink_A100_40GB"].Total != 4 {
+		t.Errorf("gpu-a100-01 (drained, 4 A100) = %+v", n)
+	}
+	if n := got["gpu-mix-01"]; len(n.GPUs) != 2 {
+		t.Errorf("gpu-mix-01 should have two GPU types, got %v", n.GPUs)
+	}
+	wantJobs := []statusJob{
+		{ID: "6", User: "root", State: "PENDING", Reason: "JobHeldUser", Tagged: true, Model: "resnet50", GPUs: 2, Placement: []statusPlacement{}},
+		{ID: "1", User: "alice", State: "RUNNING", GPUs: 1, Placement: []statusPlacement{{Node: "gpu-mix-01", GPUs: 1}}},
+		{ID: "7", User: "bob", State: "PENDING", Tagged: true, TagError: `bad hadar tag: steps: "-5": want a number > 0`, GPUs: 1, Placement: []statusPlacement{}},
+	}
+	if diff := cmp.Diff(wantJobs, out.Jobs); diff != "" {
+		t.Errorf("jobs (-want +got):\n%s", diff)
+	}
+}
+
+// TestStatusPublicFixtures runs the node side on verbatim public output.
+func TestStatusPublicFixtures(t *testing.T) {
+	for path, want := range map[string]statusNode{
+		"../../slurm/testdata/scontrol-show-node/24.11.7-gpu-node-dynamic-norm.txt": {Name: "nb5", State: "idle", Schedulable: true, GPUs: map[string]statusGPUs{"model_b": {Total: 4}}},
+		"../../slurm/testdata/scontrol-show-node/24.11.7-cpu-node-dynamic-norm.txt": {Name: "na6", State: "idle", Schedulable: true, GPUs: map[string]statusGPUs{}},
+	} {
+		out := buildStatus(nodesFromFixture(t, path), nil)
+		if diff := cmp.Diff([]statusNode{want}, out.Nodes); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", path, diff)
+		}
+	}
+}
+
+func mustGRES(t *testing.T, s string) []slurm.GRES {
+	t.Helper()
+	g, err := slurm.ParseGRES(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
