@@ -32,6 +32,7 @@ func profilesCommand() *cli.Command {
 			"`hadar profiles alias`.",
 		Flags: []cli.Flag{profilesDBFlag()},
 		Subcommands: []*cli.Command{
+			profilesRateCommand(),
 			{
 				Name:      "import-gavel",
 				Usage:     "import a throughput file in Gavel's JSON format as imported values",
