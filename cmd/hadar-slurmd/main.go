@@ -1,12 +1,265 @@
-// Command hadar-slurmd is the hadar daemon that runs beside slurmctld.
+// Command hadar-slurmd is the hadar daemon that runs beside slurmctld: every
+// round it observes the Slurm queue, plans the jobs tagged
+// --comment=hadar with a policy, and places them with scontrol (see package
+// bridge). On SIGTERM or SIGINT it stops and hands every held hadar job
+// back to Slurm's own scheduler; on SIGHUP it reloads its config.
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hadar-sched/hadar/bridge"
+	"github.com/hadar-sched/hadar/profiles"
 )
 
+var version = "dev"
+
+type options struct {
+	config     string
+	configSet  bool
+	dryRun     bool
+	releaseAll bool
+	once       bool
+	logFormat  string
+	logLevel   string
+	round      time.Duration
+	policy     string
+	version    bool
+}
+
 func main() {
-	fmt.Fprintln(os.Stderr, "hadar-slurmd: the Slurm bridge is not built yet")
-	os.Exit(1)
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("hadar-slurmd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	def := bridge.DefaultConfigPath
+	if env := os.Getenv("HADAR_CONFIG"); env != "" {
+		def = env
+		o.configSet = true
+	}
+	fs.StringVar(&o.config, "config", def, "config file (env HADAR_CONFIG); without one the defaults are used")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "log the actions each round would take; change nothing in Slurm")
+	fs.BoolVar(&o.releaseAll, "release-all", false, "release every held hadar job to Slurm's scheduler, then exit")
+	fs.BoolVar(&o.once, "once", false, "run one round, then exit")
+	fs.StringVar(&o.logFormat, "log-format", "", "log format: text or json (overrides [log] format)")
+	fs.StringVar(&o.logLevel, "log-level", "", "log level: debug, info, warn, error (overrides [log] level)")
+	fs.DurationVar(&o.round, "round", 0, "time between rounds (overrides round)")
+	fs.StringVar(&o.policy, "policy", "", "scheduling policy (overrides policy)")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: hadar-slurmd [flags]\n\nThe hadar scheduler beside slurmctld. Flags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "config" {
+			o.configSet = true
+		}
+	})
+	return o, nil
+}
+
+// loadConfig reads the config file (defaults if it is the default path and
+// missing) and applies the flags over it.
+func loadConfig(o options) (bridge.Config, string, error) {
+	cfg, found, err := bridge.LoadConfigOrDefault(o.config, !o.configSet)
+	if err != nil {
+		return cfg, "", err
+	}
+	src := o.config
+	if !found {
+		src = "defaults (no " + o.config + ")"
+	}
+	if o.dryRun {
+		cfg.DryRun = true
+	}
+	if o.logFormat != "" {
+		cfg.Log.Format = o.logFormat
+	}
+	if o.logLevel != "" {
+		cfg.Log.Level = o.logLevel
+	}
+	if o.round > 0 {
+		cfg.Round = bridge.Duration{Duration: o.round}
+		if cfg.MinRoundGap.Duration > o.round {
+			cfg.MinRoundGap = bridge.Duration{Duration: o.round}
+		}
+	}
+	if o.policy != "" {
+		cfg.Policy = o.policy
+	}
+	return cfg, src, cfg.Validate()
+}
+
+func newLogger(cfg bridge.Config, w io.Writer) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(cfg.Log.Level))
+	opts := &slog.HandlerOptions{Level: lvl}
+	if cfg.Log.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "hadar-slurmd:", err)
+		return 2
+	}
+	if o.version {
+		fmt.Fprintln(stdout, "hadar-slurmd", version)
+		return 0
+	}
+	cfg, src, err := loadConfig(o)
+	if err != nil {
+		fmt.Fprintln(stderr, "hadar-slurmd:", err)
+		return 2
+	}
+	log := newLogger(cfg, stderr)
+	log.Info("hadar-slurmd starting", "version", version, "config", src, "policy", cfg.Policy, "round", cfg.Round.Duration,
+		"dry_run", cfg.DryRun, "data_dir", cfg.DataDir, "spool_dir", cfg.SpoolDir)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	dbPath := os.Getenv("HADAR_DB")
+	if dbPath == "" {
+		dbPath = filepath.Join(cfg.DataDir, profiles.DBFile)
+	}
+	store, err := profiles.Open(ctx, dbPath)
+	if err != nil {
+		log.Error("cannot open the throughput database", "err", err)
+		return 1
+	}
+	defer store.Close()
+	var metrics *bridge.Metrics
+	if cfg.Metrics.Listen != "" && !o.once && !o.releaseAll {
+		metrics = bridge.NewMetrics()
+	}
+	cluster := bridge.NewSlurmCluster(cfg.Slurm.BinDir, cfg.Slurm.CommandTimeout.Duration, log)
+	b, err := bridge.New(cfg, bridge.Deps{Cluster: cluster, Store: store, Logger: log, Metrics: metrics})
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return 1
+	}
+	defer b.Close()
+	if !cfg.DryRun {
+		if err := bridge.EnsureProgressDir(cfg.SpoolDir); err != nil {
+			log.Warn("cannot create the progress directory; jobs cannot report progress", "dir", cfg.SpoolDir, "err", err)
+		}
+	}
+
+	switch {
+	case o.releaseAll:
+		if _, err := b.ReleaseAll(ctx); err != nil {
+			log.Error("release all failed", "err", err)
+			return 1
+		}
+		return 0
+	case o.once:
+		rep, err := b.Cycle(ctx)
+		if err != nil {
+			log.Error("round failed", "err", err)
+			return 1
+		}
+		for _, a := range rep.Actions {
+			prefix := ""
+			if cfg.DryRun {
+				prefix = "would run: "
+			}
+			fmt.Fprintln(stdout, prefix+a.String())
+		}
+		return 0
+	}
+
+	if metrics != nil {
+		go func() {
+			if err := metrics.Serve(ctx, cfg.Metrics.Listen, log); err != nil {
+				log.Error("metrics endpoint failed", "addr", cfg.Metrics.Listen, "err", err)
+			}
+		}()
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				reload(b, o, log)
+			}
+		}
+	}()
+
+	_ = b.Run(ctx)
+	log.Info("stopping: handing every held hadar job back to Slurm's scheduler")
+	return releaseOnExit(b, log)
+}
+
+func reload(b *bridge.Bridge, o options, log *slog.Logger) {
+	cfg, src, err := loadConfig(o)
+	if err != nil {
+		log.Error("SIGHUP: config not reloaded", "err", err)
+		return
+	}
+	changes, err := b.Reload(cfg)
+	if err != nil {
+		log.Error("SIGHUP: config partly reloaded", "err", err)
+	}
+	if len(changes) == 0 {
+		log.Info("SIGHUP: config reloaded, nothing changed", "config", src)
+		return
+	}
+	for _, c := range changes {
+		log.Info("SIGHUP: config changed", "change", c)
+		if strings.HasPrefix(c, "log.") || strings.HasPrefix(c, "metrics.") || strings.HasPrefix(c, "slurm.") {
+			log.Warn("SIGHUP: this change applies after a restart", "change", c)
+		}
+	}
+}
+
+// releaseOnExit is the fail-open step: a few tries within ~30 s.
+func releaseOnExit(b *bridge.Bridge, log *slog.Logger) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for try := 1; ; try++ {
+		_, err := b.ReleaseAll(ctx)
+		if err == nil {
+			return 0
+		}
+		if try == 3 || ctx.Err() != nil {
+			log.Error("could not release the held hadar jobs; run `hadar-slurmd --release-all` or `scontrol release` as root", "err", err)
+			return 1
+		}
+		log.Warn("release all failed; retrying", "try", try, "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(try) * 2 * time.Second):
+		}
+	}
 }

@@ -1,0 +1,660 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hadar-sched/hadar/optimizer"
+	"github.com/hadar-sched/hadar/profiles"
+	"github.com/hadar-sched/hadar/slurm"
+)
+
+// Deps are the bridge's connections to the outside world.
+type Deps struct {
+	// Cluster is Slurm (NewSlurmCluster) or a fake.
+	Cluster Cluster
+	// Store is the throughput database (*profiles.Store).
+	Store Profiles
+	// Clock defaults to SystemClock.
+	Clock Clock
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+	// LookupUID maps a user name to its uid (for progress file ownership);
+	// defaults to os/user.Lookup.
+	LookupUID func(name string) (int, error)
+	// Metrics, if set, is updated every round (see NewMetrics).
+	Metrics *Metrics
+}
+
+// RoundReport is what one round observed, decided and did.
+type RoundReport struct {
+	Number  int64
+	Started time.Time
+	// Observe, Solve and Enforce are the durations of the round's phases.
+	Observe, Solve, Enforce time.Duration
+	DryRun                  bool
+	Policy                  string
+	// Jobs is the number of jobs in the queue; Tagged of them tagged.
+	Jobs, Tagged int
+	View         *View
+	Snapshot     *optimizer.Snapshot
+	Decisions    []Decision
+	Actions      []Action
+	// Results has one entry per action (none in a dry run).
+	Results []ActionResult
+	// PlanError is set when the policy failed or its plan broke an
+	// invariant; the round then only passed jobs through and re-held.
+	PlanError error
+}
+
+// Failed counts the actions that did not fully succeed.
+func (r RoundReport) Failed() int {
+	n := 0
+	for _, res := range r.Results {
+		if !res.OK() {
+			n++
+		}
+	}
+	return n
+}
+
+// Count returns the number of decisions of kind k.
+func (r RoundReport) Count(k DecisionKind) int {
+	n := 0
+	for _, d := range r.Decisions {
+		if d.Kind == k {
+			n++
+		}
+	}
+	return n
+}
+
+// Bridge runs hadar's rounds against Slurm.
+type Bridge struct {
+	deps  Deps
+	log   *slog.Logger
+	state *State
+
+	mu     sync.Mutex // guards cfg and policy
+	cfg    Config
+	policy optimizer.Policy
+
+	cycleMu  sync.Mutex // one round at a time
+	round    int64
+	uids     map[string]int
+	lastSeen map[string]bool // tagged jobs in the queue at the last look
+
+	// backoff of the loop when slurmctld is unreachable.
+	backoffBase, backoffMax time.Duration
+	// OnCycle, if set, is called after every round of Run (a test hook).
+	OnCycle func(RoundReport, error)
+}
+
+// New validates cfg, opens the state database (DataDir/state.db; a
+// corrupt one is moved aside and replaced, see OpenState) and returns a
+// Bridge ready to Run.
+func New(cfg Config, deps Deps) (*Bridge, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Cluster == nil || deps.Store == nil {
+		return nil, errors.New("bridge: Deps.Cluster and Deps.Store are required")
+	}
+	if deps.Clock == nil {
+		deps.Clock = SystemClock{}
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	if deps.LookupUID == nil {
+		deps.LookupUID = lookupUID
+	}
+	b := &Bridge{deps: deps, log: deps.Logger.With("component", "bridge"), cfg: cfg,
+		uids: map[string]int{}, backoffBase: time.Second, backoffMax: 2 * time.Minute}
+	pol, err := newPolicy(cfg)
+	if err != nil {
+		return nil, err
+	}
+	b.policy = pol
+	ctx := context.Background()
+	st, recovered, err := OpenState(ctx, filepath.Join(cfg.DataDir, StateFile), deps.Clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	if recovered != "" {
+		b.log.Error("STATE DATABASE WAS CORRUPT: moved it aside and started a new one; round history and progress estimates are lost, jobs are not (they are rebuilt from Slurm)",
+			"moved_to", recovered)
+	}
+	b.state = st
+	if b.round, err = st.LastRound(ctx); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("state database: %w", err)
+	}
+	return b, nil
+}
+
+func newPolicy(cfg Config) (optimizer.Policy, error) {
+	return optimizer.New(cfg.Policy, optimizer.Options{MigrationPenalty: cfg.MigrationPenalty.Duration})
+}
+
+func lookupUID(name string) (int, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(u.Uid)
+}
+
+// Close closes the state database.
+func (b *Bridge) Close() error { return b.state.Close() }
+
+// State is the bridge's state database.
+func (b *Bridge) State() *State { return b.state }
+
+// Config returns the configuration in force.
+func (b *Bridge) Config() Config {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cfg
+}
+
+// Reload switches to cfg (SIGHUP) and returns what changed. A new policy
+// starts with fresh bookkeeping. data_dir cannot change while running (it
+// is kept, and reported as an error) ; everything else applies from the
+// next round.
+func (b *Bridge) Reload(cfg Config) ([]string, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var err error
+	if cfg.DataDir != b.cfg.DataDir {
+		err = fmt.Errorf("data_dir cannot change while running (keeping %s; restart to use %s)", b.cfg.DataDir, cfg.DataDir)
+		cfg.DataDir = b.cfg.DataDir
+	}
+	changes := b.cfg.Diff(cfg)
+	if cfg.Policy != b.cfg.Policy || cfg.MigrationPenalty != b.cfg.MigrationPenalty {
+		pol, perr := newPolicy(cfg)
+		if perr != nil {
+			return nil, perr
+		}
+		b.policy = pol
+	}
+	b.cfg = cfg
+	return changes, err
+}
+
+func (b *Bridge) current() (Config, optimizer.Policy) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cfg, b.policy
+}
+
+// Cycle runs one round: observe (one job query, one node query) -> policy
+// -> optimizer.Check -> enforce. It returns an error when the round could
+// not observe or plan at all (slurmctld down, database unreadable); then
+// nothing was changed. Action failures are not errors of the round: they
+// are in the report and re-derived next round.
+func (b *Bridge) Cycle(ctx context.Context) (RoundReport, error) {
+	b.cycleMu.Lock()
+	defer b.cycleMu.Unlock()
+	cfg, policy := b.current()
+	clock := b.deps.Clock
+	b.round++
+	rep := RoundReport{Number: b.round, Started: clock.Now(), DryRun: cfg.DryRun, Policy: policy.Name()}
+	log := b.log.With("round", rep.Number)
+	now := rep.Started
+
+	// Observe.
+	jobs, err := b.deps.Cluster.Jobs(ctx)
+	if err != nil {
+		return b.failRound(ctx, rep, fmt.Errorf("observe jobs: %w", err))
+	}
+	nodes, err := b.deps.Cluster.Nodes(ctx)
+	if err != nil {
+		return b.failRound(ctx, rep, fmt.Errorf("observe nodes: %w", err))
+	}
+	tp, err := b.deps.Store.Throughputs(ctx)
+	if err != nil {
+		return b.failRound(ctx, rep, fmt.Errorf("throughputs: %w", err))
+	}
+	placed, err := b.state.Placements(ctx)
+	if err != nil {
+		return b.failRound(ctx, rep, fmt.Errorf("state database: %w", err))
+	}
+	stored, err := b.state.Progress(ctx)
+	if err != nil {
+		return b.failRound(ctx, rep, fmt.Errorf("state database: %w", err))
+	}
+	resolved := map[string]string{}
+	view := BuildView(ViewInput{
+		Now: now, Jobs: jobs, Nodes: nodes,
+		ResolveGPU: func(site string) (string, error) {
+			if t, ok := resolved[site]; ok {
+				return t, nil
+			}
+			t, err := b.resolveGPU(ctx, cfg, site)
+			if err == nil {
+				resolved[site] = t
+			}
+			return t, err
+		},
+		Models: NewModelResolver(tp.JobTypes(), cfg.Models.Aliases), DefaultModel: cfg.DefaultModel,
+		Throughput: tp, Placed: placed,
+		Notes: func(id, msg string) { log.Debug("job note", "job", id, "note", msg) },
+	})
+	rep.View = view
+	rep.Jobs = len(view.Jobs)
+	tagged := view.TaggedIDs()
+	rep.Tagged = len(tagged)
+	progress, observations, forget := b.updateProgress(ctx, log, cfg, view, tp, stored, now)
+	rep.Observe = clock.Now().Sub(rep.Started)
+
+	// Solve and check.
+	solveStart := clock.Now()
+	snap := BuildSnapshot(view, tp, progress, SnapshotParams{Round: cfg.Round.Duration, DefaultDuration: cfg.DefaultDuration.Duration})
+	rep.Snapshot = snap
+	plan, perr := policy.Plan(snap)
+	if perr == nil {
+		if cerr := optimizer.Check(snap, plan); cerr != nil {
+			perr = cerr
+		}
+	}
+	if perr != nil {
+		rep.PlanError = perr
+		log.Error("policy failed; this round only passes jobs through", "policy", policy.Name(), "err", perr)
+		plan = nil
+	}
+	params := DeriveParams{MigrationPenalty: cfg.MigrationPenalty.Duration, Preemption: cfg.Preemption, LaunchTimeout: cfg.LaunchTimeout.Duration}
+	der, derr := Derive(view, snap, plan, params)
+	if derr != nil {
+		rep.PlanError = derr
+		log.Error("plan cannot be enforced safely; this round only passes jobs through", "err", derr)
+		if der, derr = Derive(view, snap, nil, params); derr != nil {
+			return b.failRound(ctx, rep, derr)
+		}
+	}
+	rep.Decisions, rep.Actions = der.Decisions, der.Actions
+	rep.Solve = clock.Now().Sub(solveStart)
+	for _, d := range der.Decisions {
+		lvl := slog.LevelInfo
+		if d.Kind == DecideKeep || d.Kind == DecideWait {
+			lvl = slog.LevelDebug
+		}
+		log.Log(ctx, lvl, "decision", "job", d.JobID, "decision", string(d.Kind), "from", d.From, "to", d.To, "gpu_type", d.GPUType, "reason", d.Reason)
+	}
+
+	// Enforce.
+	enforceStart := clock.Now()
+	if cfg.DryRun {
+		for _, a := range der.Actions {
+			log.Info("dry run: would run", "command", a.String())
+			rep.Results = append(rep.Results, ActionResult{Action: a, Sent: a.JobIDs})
+		}
+	} else {
+		ex := &Executor{Cluster: b.deps.Cluster, Allowed: tagged, Log: log}
+		rep.Results = ex.Execute(ctx, der.Actions)
+		for _, r := range rep.Results {
+			switch {
+			case r.Err != nil:
+				log.Warn("action failed; it is re-derived next round", "command", r.Action.String(), "jobs", r.Sent, "err", r.Err)
+			case len(r.Skipped) > 0:
+				log.Warn("action skipped for some jobs (an earlier step failed)", "command", r.Action.String(), "skipped", r.Skipped)
+			default:
+				log.Debug("action done", "command", r.Action.String(), "duration", r.Duration)
+			}
+		}
+	}
+	rep.Enforce = clock.Now().Sub(enforceStart)
+
+	// Remember what was released where, and the round.
+	w := RoundWrite{Progress: progress, Models: map[string]string{}, Forget: forget, Observations: observations, Placed: map[string]Placed{}}
+	for id := range progress {
+		if jv := view.Job(id); jv != nil {
+			w.Models[id] = jv.Model
+		}
+	}
+	if !cfg.DryRun {
+		released := map[string]bool{}
+		placedOK := map[string][]string{}
+		for _, r := range rep.Results {
+			switch {
+			case r.Action.Kind == ActPlace && r.Err == nil && len(r.Sent) == 1:
+				placedOK[r.Sent[0]] = r.Action.Nodes
+			case r.Action.Kind == ActRelease && r.Err == nil:
+				for _, id := range r.Sent {
+					released[id] = true
+				}
+			}
+		}
+		for id, nodes := range placedOK {
+			if released[id] {
+				w.Placed[id] = Placed{Nodes: nodes, ReleasedAt: now}
+			}
+		}
+		for id := range placed {
+			if _, again := w.Placed[id]; again {
+				continue
+			}
+			if jv := view.Job(id); jv == nil || jv.Class != ClassLaunching {
+				w.Unplaced = append(w.Unplaced, id)
+			} else if rehold(rep.Decisions, id) {
+				w.Unplaced = append(w.Unplaced, id)
+			}
+		}
+	}
+	w.Round = RoundRecord{Number: rep.Number, Started: rep.Started, Observe: rep.Observe, Solve: rep.Solve,
+		Enforce: rep.Enforce, Policy: rep.Policy, DryRun: rep.DryRun, Jobs: rep.Jobs, Tagged: rep.Tagged,
+		Placed: rep.Count(DecidePlace), Migrated: rep.Count(DecideMigrate), Preempted: rep.Count(DecidePreempt),
+		PassedThru: rep.Count(DecidePassThrough), Failed: rep.Failed()}
+	if rep.PlanError != nil {
+		w.Round.Error = rep.PlanError.Error()
+	}
+	if err := b.state.WriteRound(ctx, w); err != nil {
+		log.Error("could not record the round", "err", err)
+	}
+	b.setLastSeen(view)
+	b.deps.Metrics.observeRound(rep, nil)
+	log.Info("round", "jobs", rep.Jobs, "tagged", rep.Tagged, "placed", w.Round.Placed, "migrated", w.Round.Migrated,
+		"preempted", w.Round.Preempted, "passed_through", w.Round.PassedThru, "failed_actions", w.Round.Failed,
+		"observe", rep.Observe, "solve", rep.Solve, "enforce", rep.Enforce, "dry_run", rep.DryRun)
+	return rep, nil
+}
+
+func rehold(ds []Decision, id string) bool {
+	for _, d := range ds {
+		if d.JobID == id && d.Kind == DecideRehold {
+			return true
+		}
+	}
+	return false
+}
+
+func (b *Bridge) failRound(ctx context.Context, rep RoundReport, err error) (RoundReport, error) {
+	rec := RoundRecord{Number: rep.Number, Started: rep.Started, Policy: rep.Policy, DryRun: rep.DryRun, Error: err.Error()}
+	if werr := b.state.WriteRound(ctx, RoundWrite{Round: rec}); werr != nil {
+		b.log.Error("could not record the round", "round", rep.Number, "err", werr)
+	}
+	b.deps.Metrics.observeRound(rep, err)
+	return rep, err
+}
+
+// resolveGPU maps a site GRES type to a canonical type: the config's
+// [gres] aliases first, then the profiles database.
+func (b *Bridge) resolveGPU(ctx context.Context, cfg Config, site string) (string, error) {
+	if t, ok := cfg.GRES.Aliases[site]; ok {
+		return t, nil
+	}
+	return b.deps.Store.ResolveGPUType(ctx, site)
+}
+
+// updateProgress reads the jobs' reports and advances every tagged job's
+// progress. It returns the progress to store, the learned-throughput
+// samples recorded, and the jobs to forget (gone from the queue).
+func (b *Bridge) updateProgress(ctx context.Context, log *slog.Logger, cfg Config, v *View, tp optimizer.Throughputs,
+	stored map[string]JobProgress, now time.Time) (map[string]JobProgress, []ObservationRecord, []string) {
+	reports, errs := ReadProgress(cfg.SpoolDir)
+	for i, err := range errs {
+		if i == 10 {
+			log.Warn("more unreadable progress files not logged", "count", len(errs)-i)
+			break
+		}
+		log.Warn("skipping progress file", "err", err)
+	}
+	out := map[string]JobProgress{}
+	var obs []ObservationRecord
+	known := map[string]bool{}
+	for _, jv := range v.Jobs {
+		known[jv.ID] = true
+		if !jv.Tagged || jv.Model == "" {
+			continue
+		}
+		var rp *Progress
+		if r, ok := reports[jv.ID]; ok {
+			if b.trustReport(jv, r) {
+				rp = &r
+			} else if !stored[jv.ID].ReportedAt.Equal(r.At) {
+				log.Warn("ignoring progress file not owned by the job's user", "job", jv.ID, "user", jv.User, "file_uid", r.UID)
+			}
+		}
+		gpuType, rate := "", 0.0
+		if len(jv.Nodes) > 0 && (jv.Class == ClassRunning || jv.Class == ClassPinned) {
+			var tasks []optimizer.Task
+			types := map[string]bool{}
+			for _, name := range jv.Nodes {
+				if n := v.Node(name); n != nil && n.Type != "" {
+					tasks = append(tasks, optimizer.Task{Node: name, Type: n.Type, GPUs: jv.GPUsPerNode})
+					types[n.Type] = true
+				}
+			}
+			rate = tp.PlacementRate(jv.Model, jv.Workers, tasks)
+			if len(types) == 1 {
+				for t := range types {
+					gpuType = t
+				}
+			}
+		}
+		pr, smp := advanceProgress(stored[jv.ID], jv, gpuType, rate, rp, now)
+		out[jv.ID] = pr
+		if smp != nil {
+			o := ObservationRecord{JobID: jv.ID, Model: jv.Model, GPUType: gpuType, Workers: jv.Workers,
+				Steps: smp.steps, Seconds: smp.seconds, At: rp.At}
+			if cfg.DryRun {
+				log.Debug("dry run: not learning from progress", "job", jv.ID)
+			} else if err := b.deps.Store.RecordObservation(ctx, profiles.Observation{JobType: o.Model, GPUType: o.GPUType,
+				Workers: o.Workers, Steps: o.Steps, Seconds: o.Seconds, At: o.At}); err != nil {
+				log.Warn("could not record a throughput observation", "job", jv.ID, "err", err)
+			} else {
+				obs = append(obs, o)
+				b.deps.Metrics.observeSample()
+			}
+		}
+	}
+	var forget []string
+	for id := range stored {
+		if !known[id] {
+			forget = append(forget, id)
+		}
+	}
+	sort.Strings(forget)
+	if !cfg.DryRun {
+		removeStaleProgress(cfg.SpoolDir, known, now, 24*time.Hour)
+	}
+	return out, obs, forget
+}
+
+// trustReport accepts a report file owned by the job's user or by root.
+func (b *Bridge) trustReport(jv *JobView, r Progress) bool {
+	if r.UID == 0 {
+		return true
+	}
+	uid, ok := b.uids[jv.User]
+	if !ok {
+		var err error
+		uid, err = b.deps.LookupUID(jv.User)
+		if err != nil {
+			return false
+		}
+		b.uids[jv.User] = uid
+	}
+	return uid == r.UID
+}
+
+func (b *Bridge) setLastSeen(v *View) {
+	seen := map[string]bool{}
+	for _, j := range v.Jobs {
+		if j.Tagged {
+			seen[j.ID] = true
+		}
+	}
+	b.lastSeen = seen
+}
+
+// poll looks at the queue (one squeue) and reports whether a tagged job
+// appeared or left since the last look.
+func (b *Bridge) poll(ctx context.Context) (bool, error) {
+	jobs, err := b.deps.Cluster.Jobs(ctx)
+	if err != nil {
+		return false, err
+	}
+	b.cycleMu.Lock()
+	defer b.cycleMu.Unlock()
+	seen := map[string]bool{}
+	changed := false
+	for _, j := range jobs {
+		if !IsTagged(j.Comment) {
+			continue
+		}
+		seen[j.ID()] = true
+		if !b.lastSeen[j.ID()] {
+			changed = true
+		}
+	}
+	for id := range b.lastSeen {
+		if !seen[id] {
+			changed = true
+		}
+	}
+	b.lastSeen = seen
+	return changed, nil
+}
+
+// Run runs rounds until ctx ends: one at once, then every round, and early
+// (no sooner than min_round_gap after the last) when a poll sees a tagged
+// job arrive or leave. A round that fails (slurmctld unreachable, ...) is
+// logged and retried with exponential backoff, capped; nothing is changed
+// in Slurm meanwhile. Run returns nil when ctx ends.
+func (b *Bridge) Run(ctx context.Context) error {
+	clock := b.deps.Clock
+	next := clock.Now()
+	var lastStart time.Time
+	failures := 0
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		cfg, _ := b.current()
+		now := clock.Now()
+		if !now.Before(next) {
+			lastStart = now
+			rep, err := b.Cycle(ctx)
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err != nil {
+				failures++
+				delay := b.backoff(failures)
+				lvl := slog.LevelError
+				if errors.Is(err, slurm.ErrControllerDown) || errors.Is(err, slurm.ErrTimeout) {
+					lvl = slog.LevelWarn
+				}
+				b.log.Log(ctx, lvl, "round failed; nothing was changed; retrying", "round", rep.Number, "err", err,
+					"retry_in", delay, "failures", failures)
+				next = lastStart.Add(delay)
+			} else {
+				if failures > 0 {
+					b.log.Info("rounds work again", "after_failures", failures)
+				}
+				failures = 0
+				next = lastStart.Add(cfg.Round.Duration)
+				if rep.Count(DecideMigrate)+rep.Count(DecidePreempt)+rep.Count(DecideStartNow) > 0 {
+					// A requeue completes after scontrol returns; look
+					// again soon to start what it delayed.
+					next = lastStart.Add(max(cfg.MinRoundGap.Duration, cfg.PollInterval.Duration))
+				}
+			}
+			if b.OnCycle != nil {
+				b.OnCycle(rep, err)
+			}
+			continue
+		}
+		wait := next.Sub(now)
+		if failures == 0 {
+			wait = min(wait, cfg.PollInterval.Duration)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-clock.After(wait):
+		}
+		if failures > 0 || !clock.Now().Before(next) {
+			continue
+		}
+		changed, err := b.poll(ctx)
+		if err != nil {
+			b.log.Debug("poll failed", "err", err)
+			continue
+		}
+		if changed {
+			early := lastStart.Add(cfg.MinRoundGap.Duration)
+			if early.Before(next) {
+				next = early
+			}
+		}
+	}
+}
+
+// backoff is the wait after n consecutive failed rounds: backoffBase
+// doubled each time, at most backoffMax.
+func (b *Bridge) backoff(n int) time.Duration {
+	d := b.backoffBase
+	for i := 1; i < n && d < b.backoffMax; i++ {
+		d *= 2
+	}
+	return min(d, b.backoffMax)
+}
+
+// ReleaseAll hands every held tagged job to Slurm's own scheduler with one
+// "scontrol release" (fail-open: what the daemon does when it stops, and
+// `hadar-slurmd --release-all`). In a dry run it only logs. It returns the
+// ids it released.
+func (b *Bridge) ReleaseAll(ctx context.Context) ([]string, error) {
+	cfg, _ := b.current()
+	jobs, err := b.deps.Cluster.Jobs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("release all: %w", err)
+	}
+	var ids []string
+	for _, j := range jobs {
+		if IsTagged(j.Comment) && j.State == "PENDING" && heldReasons[j.Reason] {
+			ids = append(ids, j.ID())
+		}
+	}
+	sort.Strings(ids)
+	if len(ids) == 0 {
+		b.log.Info("release all: no held hadar jobs")
+		return nil, nil
+	}
+	a := Action{Kind: ActRelease, JobIDs: ids}
+	if cfg.DryRun {
+		b.log.Info("dry run: would release every held hadar job", "command", a.String())
+		return nil, nil
+	}
+	err = b.deps.Cluster.Release(ctx, ids...)
+	res := ActionResult{Action: a, Sent: ids, Err: err}
+	b.cycleMu.Lock()
+	b.round++
+	rec := RoundRecord{Number: b.round, Started: b.deps.Clock.Now(), Policy: "release-all"}
+	if err != nil {
+		rec.Error = err.Error()
+	}
+	if werr := b.state.WriteRound(ctx, RoundWrite{Round: rec, Results: []ActionResult{res}}); werr != nil {
+		b.log.Error("could not record release-all", "err", werr)
+	}
+	b.cycleMu.Unlock()
+	b.deps.Metrics.observeActions([]ActionResult{res})
+	if err != nil {
+		return nil, fmt.Errorf("release all (%d jobs): %w", len(ids), err)
+	}
+	b.log.Info("released every held hadar job to Slurm's scheduler", "jobs", len(ids), "ids", ids)
+	return ids, nil
+}

@@ -1,0 +1,552 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/hadar-sched/hadar/optimizer"
+	"github.com/hadar-sched/hadar/profiles"
+	"github.com/hadar-sched/hadar/slurm"
+)
+
+// manualClock is a Clock whose Now the test moves; After is real time.
+type manualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+func (c *manualClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+func (c *manualClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// countingStore wraps the profiles store and counts learned samples.
+type countingStore struct {
+	*profiles.Store
+	mu      sync.Mutex
+	samples []profiles.Observation
+}
+
+func (s *countingStore) RecordObservation(ctx context.Context, o profiles.Observation) error {
+	s.mu.Lock()
+	s.samples = append(s.samples, o)
+	s.mu.Unlock()
+	return s.Store.RecordObservation(ctx, o)
+}
+
+type harness struct {
+	t       testing.TB
+	fc      *fakeCluster
+	store   *countingStore
+	clock   *manualClock
+	cfg     Config
+	dataDir string
+}
+
+// The test cluster's layout: two v100 nodes, one p100, two k80.
+func newHarness(t testing.TB, mod func(*Config)) *harness {
+	t.Helper()
+	dir := t.TempDir()
+	h := &harness{t: t, fc: newFakeCluster("node1:v100:4", "node2:v100:4", "node3:p100:4", "node4:k80:4", "node5:k80:4"),
+		store: &countingStore{Store: openStore(t)}, clock: &manualClock{now: t0}, dataDir: filepath.Join(dir, "data")}
+	h.cfg = DefaultConfig()
+	h.cfg.DataDir = h.dataDir
+	h.cfg.SpoolDir = filepath.Join(dir, "spool")
+	h.cfg.Metrics.Listen = ""
+	if mod != nil {
+		mod(&h.cfg)
+	}
+	return h
+}
+
+func (h *harness) bridge() *Bridge {
+	h.t.Helper()
+	b, err := New(h.cfg, Deps{Cluster: h.fc, Store: h.store, Clock: h.clock, Metrics: NewMetrics(),
+		LookupUID: func(string) (int, error) { return os.Getuid(), nil }})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func (h *harness) cycle(b *Bridge) RoundReport {
+	h.t.Helper()
+	rep, err := b.Cycle(context.Background())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return rep
+}
+
+// mutating are the calls that change Slurm.
+func mutating(calls []string) []string {
+	var out []string
+	for _, c := range calls {
+		out = append(out, c)
+	}
+	return out
+}
+
+const resnet = "hadar model=resnet50-bs64 steps=100000"
+
+func TestCyclePlacesAndReleases(t *testing.T) {
+	h := newHarness(t, nil)
+	var tagged []string
+	for i := range 4 {
+		tagged = append(tagged, h.fc.submit(resnet, 1+i%2, 1, t0.Add(time.Duration(i)*time.Second)))
+	}
+	untagged := h.fc.submit("", 2, 1, t0) // Slurm starts it itself
+	userHeld := h.fc.submit("", 1, 1, t0)
+	h.fc.mu.Lock()
+	h.fc.jobs[userHeld].state, h.fc.jobs[userHeld].reason, h.fc.jobs[userHeld].held = "PENDING", "JobHeldUser", true
+	h.fc.jobs[userHeld].nodes = nil
+	h.fc.mu.Unlock()
+	b := h.bridge()
+	rep := h.cycle(b)
+	if rep.Count(DecidePlace) != 4 || rep.Failed() != 0 {
+		t.Fatalf("placed %d, failed %d: %v", rep.Count(DecidePlace), rep.Failed(), actionStrings(rep.Actions))
+	}
+	for _, id := range tagged {
+		j := h.fc.job(id)
+		if j.state != "RUNNING" || !sameNodes(j.nodes, j.reqNodes) || j.releases != 1 {
+			t.Errorf("job %s: %s on %v (asked %v), released %d times", id, j.state, j.nodes, j.reqNodes, j.releases)
+		}
+	}
+	// One release for all; one NodeList per job; nothing for untagged jobs.
+	releases := 0
+	for _, c := range h.fc.Calls() {
+		if strings.HasPrefix(c, "Release ") {
+			releases++
+		}
+		for _, id := range []string{untagged, userHeld} {
+			if strings.Contains(" "+strings.ReplaceAll(strings.Fields(c)[1], ",", " ")+" ", " "+id+" ") {
+				t.Errorf("call %q touches untagged job %s", c, id)
+			}
+		}
+	}
+	if releases != 1 {
+		t.Errorf("%d release calls, want 1: %v", releases, h.fc.Calls())
+	}
+	// Bounded reads: one squeue and one node query per round.
+	if h.fc.jobsCalls != 1 || h.fc.nodesCalls != 1 {
+		t.Errorf("reads: %d squeue, %d node queries", h.fc.jobsCalls, h.fc.nodesCalls)
+	}
+	// Next round: everything runs where it should, nothing to do.
+	h.fc.resetCalls()
+	h.clock.advance(time.Minute)
+	rep = h.cycle(b)
+	if len(rep.Actions) != 0 || len(h.fc.Calls()) != 0 {
+		t.Errorf("second round acted: %v", h.fc.Calls())
+	}
+	if rep.Count(DecideKeep) != 4 {
+		t.Errorf("kept %d, want 4", rep.Count(DecideKeep))
+	}
+}
+
+func TestCycleDryRunChangesNothing(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.DryRun = true })
+	h.fc.submit(resnet, 1, 1, t0)
+	h.fc.submit("hadar steps=-5", 1, 1, t0)
+	b := h.bridge()
+	rep := h.cycle(b)
+	if len(rep.Actions) == 0 {
+		t.Fatal("dry run derived no actions")
+	}
+	if calls := h.fc.Calls(); len(calls) != 0 {
+		t.Errorf("dry run ran %v", calls)
+	}
+	rows, _ := b.State().Actions(context.Background())
+	for _, r := range rows {
+		if r.Result != "dry-run" {
+			t.Errorf("stored action %+v", r)
+		}
+	}
+}
+
+func TestPassThroughOnce(t *testing.T) {
+	h := newHarness(t, nil)
+	bad := h.fc.submit("hadar copies=999", 1, 1, t0)
+	b := h.bridge()
+	h.cycle(b)
+	j := h.fc.job(bad)
+	if j.held || j.releases != 1 || !strings.Contains(j.admin, "copies") || !strings.HasSuffix(j.admin, "released to Slurm's scheduler") {
+		t.Fatalf("bad-tag job: held %v, releases %d, admin comment %q", j.held, j.releases, j.admin)
+	}
+	for range 3 {
+		h.clock.advance(time.Minute)
+		h.cycle(b)
+	}
+	if j := h.fc.job(bad); j.releases != 1 {
+		t.Errorf("bad-tag job released %d times", j.releases)
+	}
+}
+
+func TestRestartSafety(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		autoStart bool
+		dropDB    bool
+	}{
+		{"jobs started", true, false},
+		{"jobs released, not started yet", false, false},
+		{"jobs released, database lost", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.LaunchTimeout = Duration{time.Hour} })
+			h.fc.noAutoStart = !tc.autoStart
+			var ids []string
+			for range 3 {
+				ids = append(ids, h.fc.submit(resnet, 2, 1, t0))
+			}
+			a := h.bridge()
+			h.cycle(a)
+			a.Close()
+			if tc.dropDB {
+				if err := os.Remove(filepath.Join(h.dataDir, StateFile)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h.fc.resetCalls()
+			b := h.bridge() // a restart over the same database and cluster
+			h.clock.advance(time.Minute)
+			h.cycle(b)
+			h.clock.advance(time.Minute)
+			h.cycle(b)
+			if calls := h.fc.Calls(); len(calls) != 0 {
+				t.Errorf("after restart: %v", calls)
+			}
+			for _, id := range ids {
+				if n := h.fc.job(id).releases; n != 1 {
+					t.Errorf("job %s released %d times", id, n)
+				}
+			}
+			if a.round >= b.round {
+				t.Errorf("round numbers restarted: %d then %d", a.round, b.round)
+			}
+		})
+	}
+}
+
+func TestCorruptStateDatabase(t *testing.T) {
+	h := newHarness(t, nil)
+	if err := os.MkdirAll(h.dataDir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(h.dataDir, StateFile)
+	if err := os.WriteFile(path, []byte("this is not an SQLite database, it is garbage\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	id := h.fc.submit(resnet, 1, 1, t0)
+	b := h.bridge()
+	h.cycle(b)
+	if h.fc.job(id).state != "RUNNING" {
+		t.Errorf("job not placed after recovery")
+	}
+	matches, _ := filepath.Glob(path + ".corrupt-*")
+	if len(matches) != 1 {
+		t.Fatalf("moved-aside files: %v", matches)
+	}
+	if b, _ := os.ReadFile(matches[0]); !strings.Contains(string(b), "garbage") {
+		t.Error("the corrupt file was not kept")
+	}
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("new state.db: %v %v", st.Mode(), err)
+	}
+}
+
+func TestReleaseAll(t *testing.T) {
+	h := newHarness(t, nil)
+	h.fc.noAutoStart = true
+	var held []string
+	for range 3 {
+		held = append(held, h.fc.submit(resnet, 1, 1, t0))
+	}
+	running := h.fc.submit(resnet, 1, 1, t0)
+	untagged := h.fc.submit("", 1, 1, t0)
+	h.fc.mu.Lock()
+	r := h.fc.jobs[running]
+	r.held, r.state, r.reason, r.nodes = false, "RUNNING", "None", []string{"node1"}
+	u := h.fc.jobs[untagged]
+	u.held, u.reason = true, "JobHeldUser"
+	h.fc.mu.Unlock()
+	b := h.bridge()
+	got, err := b.ReleaseAll(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(held, got); diff != "" {
+		t.Errorf("released (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"Release " + strings.Join(held, ",")}, h.fc.Calls()); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+	// A failing release is reported, not swallowed.
+	h.fc.fail["Release"] = fmt.Errorf("scontrol: %w", slurm.ErrControllerDown)
+	h.fc.mu.Lock()
+	h.fc.jobs[held[0]].held, h.fc.jobs[held[0]].reason = true, "JobHeldAdmin"
+	h.fc.mu.Unlock()
+	if _, err := b.ReleaseAll(context.Background()); !errors.Is(err, slurm.ErrControllerDown) {
+		t.Errorf("ReleaseAll with slurmctld down: %v", err)
+	}
+}
+
+func TestFailedActionIsRetriedNextRound(t *testing.T) {
+	h := newHarness(t, nil)
+	var ids []string
+	for range 3 {
+		ids = append(ids, h.fc.submit(resnet, 4, 1, t0))
+	}
+	h.fc.failJob["PlaceOnNodes"] = map[string]error{ids[1]: fmt.Errorf("scontrol: %w", slurm.ErrInvalidNodeName)}
+	b := h.bridge()
+	rep := h.cycle(b)
+	if rep.Failed() == 0 {
+		t.Fatal("no failure reported")
+	}
+	if h.fc.job(ids[0]).state != "RUNNING" || h.fc.job(ids[2]).state != "RUNNING" {
+		t.Fatalf("the other jobs were not placed: %v", h.fc.Calls())
+	}
+	if j := h.fc.job(ids[1]); j.state != "PENDING" || !j.held || j.releases != 0 {
+		t.Fatalf("failed job: %+v", j)
+	}
+	delete(h.fc.failJob, "PlaceOnNodes")
+	h.clock.advance(time.Minute)
+	h.cycle(b)
+	if j := h.fc.job(ids[1]); j.state != "RUNNING" || j.releases != 1 {
+		t.Errorf("failed job not retried: %s, %d releases", j.state, j.releases)
+	}
+}
+
+func TestControllerDownBackoff(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.Round = Duration{time.Hour}
+		c.PollInterval = Duration{10 * time.Millisecond}
+		c.MinRoundGap = Duration{0}
+	})
+	h.clock = nil
+	down := fmt.Errorf("squeue: %w", slurm.ErrControllerDown)
+	h.fc.fail["Jobs"] = down
+	id := h.fc.submit(resnet, 1, 1, t0)
+	b, err := New(h.cfg, Deps{Cluster: h.fc, Store: h.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.backoffBase, b.backoffMax = 10*time.Millisecond, 40*time.Millisecond
+	if _, err := b.Cycle(context.Background()); !errors.Is(err, slurm.ErrControllerDown) {
+		t.Fatalf("Cycle with slurmctld down: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	var starts []time.Time
+	var results []error
+	b.OnCycle = func(_ RoundReport, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		starts = append(starts, time.Now())
+		results = append(results, err)
+		if len(results) == 5 {
+			h.fc.mu.Lock()
+			delete(h.fc.fail, "Jobs")
+			h.fc.mu.Unlock()
+		}
+		if err == nil {
+			cancel()
+		}
+	}
+	done := make(chan error)
+	go func() { done <- b.Run(ctx) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		cancel()
+		t.Fatal("Run did not recover")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(results) != 6 || results[5] != nil {
+		t.Fatalf("results: %v", results)
+	}
+	// Waits grow: 10, 20, 40, 40 ms (capped).
+	for i, want := range []time.Duration{10, 20, 40, 40} {
+		got := starts[i+1].Sub(starts[i])
+		if got < want*time.Millisecond || got > want*time.Millisecond+time.Second {
+			t.Errorf("wait %d = %v, want about %v ms", i, got, want)
+		}
+	}
+	if b.backoff(10) != 40*time.Millisecond {
+		t.Errorf("backoff not capped: %v", b.backoff(10))
+	}
+	if j := h.fc.job(id); j.state != "RUNNING" || j.releases != 1 {
+		t.Errorf("job after recovery: %s, %d releases", j.state, j.releases)
+	}
+}
+
+func TestRunStartsEarlyRoundOnNewJob(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.Round = Duration{time.Hour}
+		c.PollInterval = Duration{10 * time.Millisecond}
+		c.MinRoundGap = Duration{50 * time.Millisecond}
+	})
+	b, err := New(h.cfg, Deps{Cluster: h.fc, Store: h.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rounds := make(chan RoundReport, 10)
+	b.OnCycle = func(r RoundReport, err error) { rounds <- r }
+	go b.Run(ctx)
+	first := <-rounds
+	if first.Tagged != 0 {
+		t.Fatalf("first round saw %d tagged jobs", first.Tagged)
+	}
+	id := h.fc.submit(resnet, 1, 1, time.Now())
+	select {
+	case r := <-rounds:
+		if r.Count(DecidePlace) != 1 || r.Started.Sub(first.Started) < 50*time.Millisecond {
+			t.Errorf("early round: placed %d, %v after the first", r.Count(DecidePlace), r.Started.Sub(first.Started))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no early round after a new tagged job")
+	}
+	if h.fc.job(id).state != "RUNNING" {
+		t.Error("job not started")
+	}
+}
+
+func TestMigrationAndProgress(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MigrationPenalty = Duration{time.Minute} })
+	// A long job already runs on a k80 (placed by someone earlier); the
+	// v100s are free: hadar moves it.
+	id := h.fc.submit("hadar model=resnet50-bs64 steps=5000000", 1, 1, t0)
+	h.fc.mu.Lock()
+	j := h.fc.jobs[id]
+	j.held, j.state, j.reason, j.nodes = false, "RUNNING", "None", []string{"node4"}
+	h.fc.mu.Unlock()
+	b := h.bridge()
+	// It reports progress twice while on node4: one learned sample.
+	if err := WriteProgress(h.cfg.SpoolDir, id, 100, t0.Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	h.cfg.MigrationPenalty = Duration{5000 * time.Hour} // first: no move
+	if _, err := b.Reload(h.cfg); err != nil {
+		t.Fatal(err)
+	}
+	rep := h.cycle(b)
+	if rep.Count(DecideKeep) != 1 {
+		t.Fatalf("decisions: %+v", rep.Decisions)
+	}
+	h.clock.advance(2 * time.Minute)
+	if err := WriteProgress(h.cfg.SpoolDir, id, 400, t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	h.cfg.MigrationPenalty = Duration{time.Minute}
+	changes, err := b.Reload(h.cfg)
+	if err != nil || len(changes) != 1 || !strings.HasPrefix(changes[0], "migration_penalty:") {
+		t.Fatalf("reload: %v %v", changes, err)
+	}
+	h.fc.resetCalls()
+	rep = h.cycle(b)
+	if len(h.store.samples) != 1 || h.store.samples[0].Steps != 300 || h.store.samples[0].Seconds != 120 || h.store.samples[0].GPUType != "k80" {
+		t.Errorf("learned samples: %+v", h.store.samples)
+	}
+	if rep.Count(DecideMigrate) != 1 {
+		t.Fatalf("decisions: %+v", rep.Decisions)
+	}
+	calls := h.fc.Calls()
+	want := []string{"RequeueHold " + id, "PlaceOnNodes " + id + " node", "UpdateJobs " + id + " StartTime=now", "Release " + id}
+	if len(calls) != len(want) {
+		t.Fatalf("calls: %v", calls)
+	}
+	for i := range want {
+		if !strings.HasPrefix(calls[i], want[i]) {
+			t.Errorf("call %d = %q, want %q...", i, calls[i], want[i])
+		}
+	}
+	j = h.fc.job(id)
+	if j.state != "RUNNING" || j.restarts != 1 || (j.nodes[0] != "node1" && j.nodes[0] != "node2") {
+		t.Errorf("after migration: %s on %v, %d restarts", j.state, j.nodes, j.restarts)
+	}
+	// The job's progress survives the move (the database keeps it).
+	pr, _ := b.State().Progress(context.Background())
+	if pr[id].Done < 400 {
+		t.Errorf("progress after move: %+v", pr[id])
+	}
+}
+
+func TestSnapshotPolicyCheckFailureStillPassesThrough(t *testing.T) {
+	h := newHarness(t, nil)
+	bad := h.fc.submit("hadar model=nope", 1, 1, t0)
+	good := h.fc.submit(resnet, 1, 1, t0)
+	b := h.bridge()
+	b.policy = brokenPolicy{}
+	rep := h.cycle(b)
+	if !errors.Is(rep.PlanError, optimizer.ErrInvariant) {
+		t.Fatalf("plan error: %v", rep.PlanError)
+	}
+	if h.fc.job(bad).releases != 1 || h.fc.job(good).releases != 0 {
+		t.Errorf("releases: bad %d, good %d", h.fc.job(bad).releases, h.fc.job(good).releases)
+	}
+}
+
+// brokenPolicy puts every job on node1 with too many GPUs.
+type brokenPolicy struct{}
+
+func (brokenPolicy) Name() string { return "broken" }
+func (brokenPolicy) Plan(s *optimizer.Snapshot) (*optimizer.Plan, error) {
+	p := optimizer.NewPlan()
+	for _, j := range s.Jobs {
+		p.Assign(j.ID, optimizer.Task{Node: "node1", Type: "v100", GPUs: 99})
+	}
+	return p, nil
+}
+
+func BenchmarkCycle(b *testing.B) {
+	for _, n := range []int{100, 500, 2000} {
+		b.Run(fmt.Sprintf("jobs=%d", n), func(b *testing.B) {
+			h := newHarness(b, func(c *Config) { c.DryRun = true })
+			var specs []string
+			for i := range 16 {
+				specs = append(specs, fmt.Sprintf("n%02d:%s:4", i, []string{"v100", "p100", "k80"}[i%3]))
+			}
+			h.fc = newFakeCluster(specs...)
+			models := []string{"resnet50-bs64", "resnet18-bs32", "lm-bs20", "transformer-bs64", "a3c", "cyclegan"}
+			for i := range n {
+				h.fc.submit(fmt.Sprintf("hadar model=%s steps=%d", models[i%len(models)], 1000+i), 1<<(i%3), 1, t0.Add(time.Duration(i)*time.Second))
+			}
+			br := h.bridge()
+			rep := h.cycle(br)
+			if rep.Tagged != n || rep.Count(DecidePlace) == 0 {
+				b.Fatalf("tagged %d, placed %d", rep.Tagged, rep.Count(DecidePlace))
+			}
+			b.ResetTimer()
+			for range b.N {
+				if _, err := br.Cycle(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

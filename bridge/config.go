@@ -1,0 +1,405 @@
+package bridge
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/hadar-sched/hadar/optimizer"
+	"github.com/hadar-sched/hadar/profiles"
+)
+
+// DefaultConfigPath is where hadar-slurmd looks for its config file.
+const DefaultConfigPath = "/etc/hadar/hadar.toml"
+
+// DefaultSpoolDir is where jobs leave their progress reports.
+const DefaultSpoolDir = "/var/spool/hadar"
+
+// StateFile is the name of the bridge's state database in the data dir.
+const StateFile = "state.db"
+
+// Duration is a time.Duration written in TOML as a Go duration string
+// ("360s", "10m", "1h30m"). A bare number is refused: its unit would be a
+// guess.
+type Duration struct{ time.Duration }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(strings.TrimSpace(string(b)))
+	if err != nil {
+		return fmt.Errorf("bad duration %q (write it with a unit, e.g. \"360s\", \"10m\")", clip(string(b)))
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.String()), nil }
+
+// Config is hadar-slurmd's configuration (/etc/hadar/hadar.toml). Every
+// field has a default (DefaultConfig), so the daemon also runs without a
+// file.
+type Config struct {
+	// Policy is the scheduling policy, a name from optimizer.Names()
+	// ("hadar", "gavel", "tiresias", ...). Default "hadar".
+	Policy string `toml:"policy"`
+	// Round is the time between two scheduling rounds. Default 360s.
+	Round Duration `toml:"round"`
+	// PollInterval is how often the daemon looks at the queue (one squeue)
+	// between rounds; a new tagged job or a tagged job that finished starts
+	// a round early. Default 10s.
+	PollInterval Duration `toml:"poll_interval"`
+	// MinRoundGap is the least time between the starts of two rounds, so a
+	// stream of submissions cannot make the daemon plan continuously.
+	// Default 5s.
+	MinRoundGap Duration `toml:"min_round_gap"`
+	// DryRun logs the actions each round would take and changes nothing in
+	// Slurm. Default false.
+	DryRun bool `toml:"dry_run"`
+	// MigrationPenalty is what moving a running job costs (it restarts from
+	// its last checkpoint); a running job is moved only when the estimated
+	// gain in its remaining run time exceeds this. Default 10m.
+	MigrationPenalty Duration `toml:"migration_penalty"`
+	// Preemption lets hadar stop (requeue and hold) a running job that the
+	// policy no longer schedules. When false, a running job keeps its GPUs
+	// until it ends or is migrated. Default false.
+	Preemption bool `toml:"preemption"`
+	// LaunchTimeout is how long a job hadar released may stay pending (its
+	// GPUs taken by someone else meanwhile) before hadar holds it again and
+	// re-plans it. Default 5m.
+	LaunchTimeout Duration `toml:"launch_timeout"`
+	// DefaultDuration is the run time assumed, on its fastest GPU type, for
+	// a job whose tag gives no steps=. Default 1h.
+	DefaultDuration Duration `toml:"default_duration"`
+	// DataDir holds the daemon's state database (state.db) and, unless
+	// HADAR_DB says otherwise, the throughput database (hadar.db). Default:
+	// the directory of the profiles database (/var/lib/hadar for root).
+	DataDir string `toml:"data_dir"`
+	// SpoolDir is where jobs report progress (SpoolDir/progress/<jobid>.json,
+	// see WriteProgress). It must be on a filesystem the compute nodes
+	// share. Default /var/spool/hadar.
+	SpoolDir string `toml:"spool_dir"`
+	// DefaultModel is the job type used for tagged jobs that name no model
+	// or an unknown one. Empty (the default): such jobs are handed to Slurm's
+	// own scheduler.
+	DefaultModel string `toml:"default_model"`
+	// Slurm configures how Slurm's commands are run.
+	Slurm SlurmConfig `toml:"slurm"`
+	// GRES maps site GPU type names to canonical ones.
+	GRES GRESConfig `toml:"gres"`
+	// Models maps names users write in model= to job types of the matrix.
+	Models ModelsConfig `toml:"models"`
+	// Log configures logging.
+	Log LogConfig `toml:"log"`
+	// Metrics configures the Prometheus endpoint.
+	Metrics MetricsConfig `toml:"metrics"`
+}
+
+// SlurmConfig is the [slurm] table.
+type SlurmConfig struct {
+	// BinDir is the directory of the Slurm client binaries (squeue,
+	// scontrol). Empty (the default): they are found through PATH.
+	BinDir string `toml:"bin_dir"`
+	// CommandTimeout bounds each Slurm command. Default 60s.
+	CommandTimeout Duration `toml:"command_timeout"`
+}
+
+// GRESConfig is the [gres] table.
+type GRESConfig struct {
+	// Aliases maps a site's GRES type name to a canonical GPU type, e.g.
+	// { "tesla_v100-sxm2-32gb" = "v100" }. They are tried before the
+	// profiles database's aliases (see profiles.Store.ResolveGPUType).
+	Aliases map[string]string `toml:"aliases"`
+}
+
+// ModelsConfig is the [models] table.
+type ModelsConfig struct {
+	// Aliases maps a name users may write in model= to a job type of the
+	// matrix, e.g. { "resnet50" = "ResNet-50 (batch size 64)" }.
+	Aliases map[string]string `toml:"aliases"`
+}
+
+// LogConfig is the [log] table.
+type LogConfig struct {
+	// Format is "text" (default) or "json".
+	Format string `toml:"format"`
+	// Level is "debug", "info" (default), "warn" or "error".
+	Level string `toml:"level"`
+}
+
+// MetricsConfig is the [metrics] table.
+type MetricsConfig struct {
+	// Listen is the address of the Prometheus endpoint (/metrics). Default
+	// "127.0.0.1:9788"; "" turns it off. A non-loopback address exposes the
+	// queue's shape to the network: bind it only where that is wanted.
+	Listen string `toml:"listen"`
+}
+
+// DefaultConfig returns the configuration used when there is no file, and
+// the values of every key a file leaves out.
+func DefaultConfig() Config {
+	dataDir := profiles.SystemDir
+	if p, err := profiles.DefaultPath(); err == nil {
+		dataDir = filepath.Dir(p)
+	}
+	return Config{
+		Policy:           "hadar",
+		Round:            Duration{360 * time.Second},
+		PollInterval:     Duration{10 * time.Second},
+		MinRoundGap:      Duration{5 * time.Second},
+		MigrationPenalty: Duration{10 * time.Minute},
+		LaunchTimeout:    Duration{5 * time.Minute},
+		DefaultDuration:  Duration{time.Hour},
+		DataDir:          dataDir,
+		SpoolDir:         DefaultSpoolDir,
+		Slurm:            SlurmConfig{CommandTimeout: Duration{60 * time.Second}},
+		Log:              LogConfig{Format: "text", Level: "info"},
+		Metrics:          MetricsConfig{Listen: "127.0.0.1:9788"},
+	}
+}
+
+// ErrConfig marks a configuration that cannot be used.
+var ErrConfig = errors.New("bad config")
+
+// LoadConfig reads and validates the config file at path. The file must not
+// be writable by everyone. A missing file is an error wrapping
+// fs.ErrNotExist (the caller decides whether defaults will do).
+func LoadConfig(path string) (Config, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	if st.Mode().Perm()&0o002 != 0 {
+		return Config{}, fmt.Errorf("%w: %s is writable by every user (mode %v); fix with chmod o-w", ErrConfig, path, st.Mode().Perm())
+	}
+	if !st.Mode().IsRegular() {
+		return Config{}, fmt.Errorf("%w: %s is not a regular file", ErrConfig, path)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	return ParseConfig(data, path)
+}
+
+// ParseConfig decodes a config file's contents strictly over the defaults
+// and validates the result. name is used in messages. An unknown key, a
+// value of the wrong type, a bad duration or an unknown policy is an error
+// naming the key and, where it can be found, its line.
+func ParseConfig(data []byte, name string) (Config, error) {
+	cfg := DefaultConfig()
+	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&cfg)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			key := ""
+			if pe.LastKey != "" {
+				key = fmt.Sprintf(" key %q:", pe.LastKey)
+			}
+			return Config{}, fmt.Errorf("%w: %s:%d:%s %s", ErrConfig, name, pe.Position.Line, key, pe.Message)
+		}
+		return Config{}, fmt.Errorf("%w: %s: %v", ErrConfig, name, err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		var msgs []string
+		for _, k := range und {
+			loc := name
+			if line := findKeyLine(data, k); line > 0 {
+				loc = fmt.Sprintf("%s:%d", name, line)
+			}
+			msgs = append(msgs, fmt.Sprintf("%s: unknown key %q", loc, k.String()))
+		}
+		return Config{}, fmt.Errorf("%w: %s", ErrConfig, strings.Join(msgs, "; "))
+	}
+	if err := cfg.Validate(); err != nil {
+		if line := findKeyLine(data, toml.Key(strings.Split(keyOf(err), "."))); line > 0 {
+			return Config{}, fmt.Errorf("%s:%d: %w", name, line, err)
+		}
+		return Config{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return cfg, nil
+}
+
+// keyError names the key a validation error is about.
+type keyError struct {
+	key string
+	msg string
+}
+
+func (e *keyError) Error() string { return fmt.Sprintf("%v: key %q: %s", ErrConfig, e.key, e.msg) }
+func (e *keyError) Unwrap() error { return ErrConfig }
+
+func keyOf(err error) string {
+	var ke *keyError
+	if errors.As(err, &ke) {
+		return ke.key
+	}
+	return ""
+}
+
+// findKeyLine returns the 1-based line where key is set, or 0. It follows
+// [table] headers and dotted keys well enough for messages; it is not a
+// TOML parser.
+func findKeyLine(data []byte, key toml.Key) int {
+	if len(key) == 0 {
+		return 0
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	table := ""
+	want := key.String()
+	for line := 1; sc.Scan(); line++ {
+		s := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(s, "[") {
+			table = strings.Trim(strings.TrimSpace(strings.Trim(s, "[]")), " ")
+			if table == want {
+				return line
+			}
+			continue
+		}
+		k, _, ok := strings.Cut(s, "=")
+		if !ok {
+			continue
+		}
+		k = strings.Trim(strings.TrimSpace(k), `"'`)
+		full := k
+		if table != "" {
+			full = table + "." + k
+		}
+		if full == want || strings.HasPrefix(want, full+".") {
+			return line
+		}
+	}
+	return 0
+}
+
+// Validate checks the values of a config.
+func (c Config) Validate() error {
+	bad := func(key, format string, args ...any) error {
+		return &keyError{key: key, msg: fmt.Sprintf(format, args...)}
+	}
+	if !contains(optimizer.Names(), c.Policy) {
+		return bad("policy", "unknown policy %q (known: %s)", c.Policy, strings.Join(optimizer.Names(), ", "))
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+		min time.Duration
+	}{
+		{"round", c.Round.Duration, time.Second},
+		{"poll_interval", c.PollInterval.Duration, 10 * time.Millisecond},
+		{"min_round_gap", c.MinRoundGap.Duration, 0},
+		{"migration_penalty", c.MigrationPenalty.Duration, 0},
+		{"launch_timeout", c.LaunchTimeout.Duration, time.Second},
+		{"default_duration", c.DefaultDuration.Duration, time.Second},
+		{"slurm.command_timeout", c.Slurm.CommandTimeout.Duration, time.Second},
+	} {
+		if d.v < d.min {
+			return bad(d.key, "%v is below the minimum %v", d.v, d.min)
+		}
+	}
+	if c.MinRoundGap.Duration > c.Round.Duration {
+		return bad("min_round_gap", "%v is longer than round (%v)", c.MinRoundGap.Duration, c.Round.Duration)
+	}
+	if c.DataDir == "" || !filepath.IsAbs(c.DataDir) {
+		return bad("data_dir", "%q: want an absolute path", c.DataDir)
+	}
+	if c.SpoolDir == "" || !filepath.IsAbs(c.SpoolDir) {
+		return bad("spool_dir", "%q: want an absolute path", c.SpoolDir)
+	}
+	if c.Slurm.BinDir != "" && !filepath.IsAbs(c.Slurm.BinDir) {
+		return bad("slurm.bin_dir", "%q: want an absolute path", c.Slurm.BinDir)
+	}
+	for site, canon := range c.GRES.Aliases {
+		if strings.TrimSpace(site) == "" || strings.TrimSpace(canon) == "" {
+			return bad("gres.aliases", "empty name in %q = %q", site, canon)
+		}
+	}
+	for from, to := range c.Models.Aliases {
+		if NormalizeModel(from) == "" || strings.TrimSpace(to) == "" {
+			return bad("models.aliases", "empty name in %q = %q", from, to)
+		}
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		return bad("log.format", "%q: want \"text\" or \"json\"", c.Log.Format)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		return bad("log.level", "%q: want debug, info, warn or error", c.Log.Level)
+	}
+	if c.Metrics.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.Metrics.Listen); err != nil {
+			return bad("metrics.listen", "%q: want host:port", c.Metrics.Listen)
+		}
+	}
+	return nil
+}
+
+// Diff lists the keys whose values differ between c and o, as
+// "key: old -> new" (for the log when the config is reloaded).
+func (c Config) Diff(o Config) []string {
+	var out []string
+	diffStruct(reflect.ValueOf(c), reflect.ValueOf(o), "", &out)
+	sort.Strings(out)
+	return out
+}
+
+func diffStruct(a, b reflect.Value, prefix string, out *[]string) {
+	t := a.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name := strings.Split(f.Tag.Get("toml"), ",")[0]
+		if name == "" {
+			continue
+		}
+		key := prefix + name
+		av, bv := a.Field(i), b.Field(i)
+		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(Duration{}) {
+			diffStruct(av, bv, key+".", out)
+			continue
+		}
+		if !reflect.DeepEqual(av.Interface(), bv.Interface()) {
+			*out = append(*out, fmt.Sprintf("%s: %v -> %v", key, show(av), show(bv)))
+		}
+	}
+}
+
+func show(v reflect.Value) any {
+	if d, ok := v.Interface().(Duration); ok {
+		return d.Duration
+	}
+	return v.Interface()
+}
+
+// LoadConfigOrDefault reads path like LoadConfig; if the file does not exist
+// and missingOK is set, it returns DefaultConfig().
+func LoadConfigOrDefault(path string, missingOK bool) (Config, bool, error) {
+	cfg, err := LoadConfig(path)
+	if err != nil && missingOK && errors.Is(err, fs.ErrNotExist) {
+		return DefaultConfig(), false, nil
+	}
+	return cfg, err == nil, err
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

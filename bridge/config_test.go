@@ -1,0 +1,148 @@
+package bridge
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestDefaultConfigValid(t *testing.T) {
+	cfg := DefaultConfig()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Round.Duration != 360*time.Second || cfg.PollInterval.Duration != 10*time.Second ||
+		cfg.MinRoundGap.Duration != 5*time.Second || cfg.MigrationPenalty.Duration != 10*time.Minute ||
+		cfg.Preemption || cfg.DryRun || cfg.Policy != "hadar" || cfg.SpoolDir != "/var/spool/hadar" ||
+		cfg.Metrics.Listen != "127.0.0.1:9788" || cfg.Log.Format != "text" {
+		t.Errorf("unexpected defaults: %+v", cfg)
+	}
+}
+
+func TestParseConfig(t *testing.T) {
+	good := `
+policy = "gavel"
+round = "2m"
+poll_interval = "5s"
+min_round_gap = "1s"
+dry_run = true
+migration_penalty = "15m"
+preemption = true
+data_dir = "/tmp/hadar-data"
+spool_dir = "/tmp/hadar-spool"
+default_model = "ResNet-50 (batch size 64)"
+
+[slurm]
+bin_dir = "/opt/slurm/bin"
+command_timeout = "30s"
+
+[gres]
+aliases = { "tesla_v100-sxm2-32gb" = "v100", "NVlink_A100_40GB" = "a100" }
+
+[models]
+aliases = { "resnet50" = "ResNet-50 (batch size 64)" }
+
+[log]
+format = "json"
+level = "debug"
+
+[metrics]
+listen = "127.0.0.1:9999"
+`
+	cfg, err := ParseConfig([]byte(good), "hadar.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DefaultConfig()
+	want.Policy = "gavel"
+	want.Round = Duration{2 * time.Minute}
+	want.PollInterval = Duration{5 * time.Second}
+	want.MinRoundGap = Duration{time.Second}
+	want.DryRun = true
+	want.MigrationPenalty = Duration{15 * time.Minute}
+	want.Preemption = true
+	want.DataDir = "/tmp/hadar-data"
+	want.SpoolDir = "/tmp/hadar-spool"
+	want.DefaultModel = "ResNet-50 (batch size 64)"
+	want.Slurm = SlurmConfig{BinDir: "/opt/slurm/bin", CommandTimeout: Duration{30 * time.Second}}
+	want.GRES.Aliases = map[string]string{"tesla_v100-sxm2-32gb": "v100", "NVlink_A100_40GB": "a100"}
+	want.Models.Aliases = map[string]string{"resnet50": "ResNet-50 (batch size 64)"}
+	want.Log = LogConfig{Format: "json", Level: "debug"}
+	want.Metrics.Listen = "127.0.0.1:9999"
+	if diff := cmp.Diff(want, cfg); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if len(want.Diff(DefaultConfig())) < 10 {
+		t.Errorf("Diff found too few changes: %v", want.Diff(DefaultConfig()))
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	tests := []struct {
+		name, text string
+		want       []string // substrings of the error
+	}{
+		{"unknown key", "policy = \"hadar\"\nroudn = \"1m\"\n", []string{`unknown key "roudn"`, "hadar.toml:2"}},
+		{"unknown key in table", "[slurm]\nbindir = \"/x\"\n", []string{`"slurm.bindir"`, "hadar.toml:2"}},
+		{"unknown table", "\n[prometheus]\nlisten = \"x\"\n", []string{`unknown key "prometheus`, "hadar.toml:"}},
+		{"bad duration", "round = \"6 minutes\"\n", []string{"round", "hadar.toml:1", "bad duration"}},
+		{"duration without unit", "\n\nround = 360\n", []string{"round", "hadar.toml:3"}},
+		{"unknown policy", "\npolicy = \"fifo\"\n", []string{`key "policy"`, "unknown policy", "hadar.toml:2"}},
+		{"wrong type", "dry_run = \"yes\"\n", []string{"dry_run", "line 1"}},
+		{"bad log format", "[log]\nformat = \"xml\"\n", []string{"log.format", "hadar.toml:2"}},
+		{"relative data dir", "data_dir = \"var/lib\"\n", []string{"data_dir"}},
+		{"gap longer than round", "round = \"10s\"\nmin_round_gap = \"20s\"\n", []string{"min_round_gap"}},
+		{"syntax", "policy = \n", []string{"hadar.toml:1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseConfig([]byte(tt.text), "hadar.toml")
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if !errors.Is(err, ErrConfig) {
+				t.Errorf("error %v does not wrap ErrConfig", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadConfigFiles(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "hadar.toml")
+	if err := os.WriteFile(path, []byte("round = \"1m\"\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(path)
+	if err != nil || cfg.Round.Duration != time.Minute {
+		t.Fatalf("LoadConfig = %v, %v", cfg.Round, err)
+	}
+	if err := os.Chmod(path, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadConfig(path); err == nil || !strings.Contains(err.Error(), "writable by every user") {
+		t.Errorf("world-writable config accepted: %v", err)
+	}
+	missing := filepath.Join(dir, "none.toml")
+	if _, err := LoadConfig(missing); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+	cfg, found, err := LoadConfigOrDefault(missing, true)
+	if err != nil || found || cfg.Policy != "hadar" {
+		t.Errorf("LoadConfigOrDefault(missing, true) = %v, %v, %v", cfg.Policy, found, err)
+	}
+	if _, _, err := LoadConfigOrDefault(missing, false); err == nil {
+		t.Error("LoadConfigOrDefault(missing, false): no error")
+	}
+}

@@ -1,0 +1,571 @@
+package bridge
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hadar-sched/hadar/optimizer"
+	"github.com/hadar-sched/hadar/slurm"
+)
+
+// DecisionKind is what the bridge decided for one job in a round.
+type DecisionKind string
+
+const (
+	// DecidePlace: a waiting job is placed and released.
+	DecidePlace DecisionKind = "place"
+	// DecideMigrate: a running job is requeued, placed elsewhere, released.
+	DecideMigrate DecisionKind = "migrate"
+	// DecidePreempt: a running job is requeued and held (preemption = true).
+	DecidePreempt DecisionKind = "preempt"
+	// DecideKeep: a running job stays where it is.
+	DecideKeep DecisionKind = "keep"
+	// DecideWait: a waiting job stays held (the policy did not schedule it).
+	DecideWait DecisionKind = "wait"
+	// DecideDefer: the policy scheduled a waiting job, but its placement
+	// could not be carried out in Slurm (see the reason); it stays held.
+	DecideDefer DecisionKind = "defer"
+	// DecidePassThrough: a held tagged job hadar cannot schedule is released
+	// to Slurm's own scheduler.
+	DecidePassThrough DecisionKind = "pass-through"
+	// DecideRehold: a job hadar released has not started within
+	// launch_timeout; it is held again to be re-planned.
+	DecideRehold DecisionKind = "re-hold"
+	// DecideStartNow: a job hadar released waits for a begin time Slurm set
+	// (22.05 sets EligibleTime to now+120 s when a requeue completes, after
+	// the StartTime=now sent with the migration): StartTime=now again.
+	DecideStartNow DecisionKind = "start-now"
+)
+
+// Decision is one job's outcome of a round; the bridge logs one line per
+// decision that changes something (and at debug level the others).
+type Decision struct {
+	JobID string
+	Kind  DecisionKind
+	// From and To are placements as "node:gpus,..." ("-" for none).
+	From, To string
+	// ToNodes are the nodes of To; GPUType their GPU type(s).
+	ToNodes []string
+	GPUType string
+	Reason  string
+}
+
+// ActionKind is one kind of Slurm update.
+type ActionKind string
+
+const (
+	// ActComment: scontrol update JobId=a,b AdminComment=<Text>.
+	ActComment ActionKind = "comment"
+	// ActHold: scontrol hold a,b.
+	ActHold ActionKind = "hold"
+	// ActRequeueHold: scontrol requeuehold a,b.
+	ActRequeueHold ActionKind = "requeuehold"
+	// ActPlace: scontrol update JobId=a NodeList=<Nodes> (one job).
+	ActPlace ActionKind = "place"
+	// ActStartNow: scontrol update JobId=a,b StartTime=now.
+	ActStartNow ActionKind = "start-now"
+	// ActRelease: scontrol release a,b.
+	ActRelease ActionKind = "release"
+)
+
+// Action is one Slurm update of a round. Actions run in order; a place,
+// start-now or release is skipped for a job whose earlier requeuehold or
+// place failed in the same round (see Executor).
+type Action struct {
+	Kind   ActionKind
+	JobIDs []string
+	// Nodes are the target nodes of a place.
+	Nodes []string
+	// Text is the admin comment of a comment action.
+	Text string
+}
+
+// String renders the action as the scontrol command it stands for.
+func (a Action) String() string {
+	ids := strings.Join(a.JobIDs, ",")
+	switch a.Kind {
+	case ActComment:
+		return fmt.Sprintf("scontrol update JobId=%s AdminComment=%q", ids, a.Text)
+	case ActPlace:
+		return fmt.Sprintf("scontrol update JobId=%s NodeList=%s", ids, strings.Join(a.Nodes, ","))
+	case ActStartNow:
+		return fmt.Sprintf("scontrol update JobId=%s StartTime=now", ids)
+	default:
+		return fmt.Sprintf("scontrol %s %s", a.Kind, ids)
+	}
+}
+
+// DeriveParams tune Derive.
+type DeriveParams struct {
+	// MigrationPenalty: a running job moves only if it saves more than this.
+	MigrationPenalty time.Duration
+	// Preemption allows stopping running jobs the plan drops.
+	Preemption bool
+	// LaunchTimeout: a released job still pending after this is held again.
+	LaunchTimeout time.Duration
+}
+
+// Derivation is what a round will do.
+type Derivation struct {
+	// Plan is the plan as it will be carried out: running jobs kept where
+	// they are unless moved, placements adjusted to what Slurm can do. It
+	// passed optimizer.Check.
+	Plan      *optimizer.Plan
+	Decisions []Decision
+	Actions   []Action
+}
+
+// PassThroughComment is the AdminComment of a job handed to Slurm.
+func PassThroughComment(reason string) string {
+	return "hadar: " + reason + "; released to Slurm's scheduler"
+}
+
+// Derive turns the observed state and the policy's plan into decisions and
+// the Slurm actions that carry them out. It is pure: the same inputs give
+// the same output. plan may be nil (the policy failed or its plan broke an
+// invariant): then only pass-throughs and re-holds are derived.
+//
+// Rules (see the package doc): a running job keeps its nodes unless the
+// plan moves it and the estimated gain exceeds the migration penalty; a
+// running job the plan drops is preempted only with Preemption; a waiting
+// job is placed only on a shape Slurm can enforce (its own request: one
+// node with all its GPUs, or its --nodes nodes with --gres GPUs each),
+// re-shaped onto free nodes of the planned GPU type when the plan's
+// placement is not such a shape, and deferred otherwise; only held jobs
+// are released, so no job is released twice.
+func Derive(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams) (Derivation, error) {
+	d := Derivation{Plan: optimizer.NewPlan()}
+	capacity := map[string]int{}
+	nodeType := map[string]string{}
+	for _, n := range s.Nodes {
+		capacity[n.Name] += n.GPUs
+		nodeType[n.Name] = n.Type
+	}
+	snapJobs := map[string]*optimizer.Job{}
+	for i := range s.Jobs {
+		snapJobs[s.Jobs[i].ID] = &s.Jobs[i]
+	}
+	assigned := func(id string) []optimizer.Task {
+		if plan == nil {
+			return nil
+		}
+		return plan.Assignments[id]
+	}
+	tasksOn := func(nodes []string, g int) []optimizer.Task {
+		out := make([]optimizer.Task, len(nodes))
+		for i, n := range nodes {
+			out[i] = optimizer.Task{Node: n, Type: nodeType[n], GPUs: g}
+		}
+		return out
+	}
+
+	var requeue, places, release []string
+	var passThrough []*JobView
+	placeNodes := map[string][]string{}
+
+	// Running jobs: keep, migrate or preempt.
+	occ := map[string]int{}
+	type candidate struct {
+		jv     *JobView
+		target []string
+		gain   float64
+	}
+	var cands []candidate
+	running := jobsOfClass(v, ClassRunning)
+	for _, jv := range running {
+		for _, n := range jv.Nodes {
+			occ[n] += jv.GPUsPerNode
+		}
+	}
+	keep := func(jv *JobView, reason string) {
+		d.Plan.Assign(jv.ID, tasksOn(jv.Nodes, jv.GPUsPerNode)...)
+		d.Decisions = append(d.Decisions, Decision{JobID: jv.ID, Kind: DecideKeep,
+			From: placementString(jv.Nodes, jv.GPUsPerNode), To: placementString(jv.Nodes, jv.GPUsPerNode),
+			ToNodes: jv.Nodes, GPUType: typesOf(jv.Nodes, nodeType), Reason: reason})
+	}
+	for _, jv := range running {
+		tasks := assigned(jv.ID)
+		sj := snapJobs[jv.ID]
+		if len(tasks) == 0 {
+			if plan != nil && p.Preemption {
+				for _, n := range jv.Nodes {
+					occ[n] -= jv.GPUsPerNode
+				}
+				requeue = append(requeue, jv.ID)
+				d.Decisions = append(d.Decisions, Decision{JobID: jv.ID, Kind: DecidePreempt,
+					From: placementString(jv.Nodes, jv.GPUsPerNode), To: "-", Reason: "the policy gives its GPUs to other jobs"})
+				continue
+			}
+			reason := "the policy did not schedule it this round; preemption is off"
+			if plan == nil {
+				reason = "no plan this round"
+			}
+			keep(jv, reason)
+			continue
+		}
+		target, _, ok := enforceable(tasks, jv, s.Throughput)
+		switch {
+		case ok && sameNodes(target, jv.Nodes):
+			keep(jv, "the policy keeps it here")
+		case !ok:
+			keep(jv, "the planned move cannot be carried out in Slurm")
+		default:
+			gain := migrationGain(s.Throughput, sj, jv.Model, jv.Workers, tasksOn(jv.Nodes, jv.GPUsPerNode), tasksOn(target, jv.GPUsPerNode))
+			if gain <= p.MigrationPenalty.Seconds() {
+				keep(jv, fmt.Sprintf("moving to %s would save %s, not more than the migration penalty %s",
+					placementString(target, jv.GPUsPerNode), fmtSeconds(gain), p.MigrationPenalty))
+				continue
+			}
+			cands = append(cands, candidate{jv, target, gain})
+		}
+	}
+	sort.SliceStable(cands, func(a, b int) bool { return cands[a].gain > cands[b].gain })
+	for _, c := range cands {
+		jv := c.jv
+		own := map[string]int{}
+		for _, n := range jv.Nodes {
+			own[n] += jv.GPUsPerNode
+		}
+		fits := true
+		for _, n := range c.target {
+			if occ[n]-own[n]+jv.GPUsPerNode > capacity[n] {
+				fits = false
+			}
+		}
+		if !fits {
+			keep(jv, fmt.Sprintf("the GPUs of %s are not free", placementString(c.target, jv.GPUsPerNode)))
+			continue
+		}
+		for _, n := range jv.Nodes {
+			occ[n] -= jv.GPUsPerNode
+		}
+		for _, n := range c.target {
+			occ[n] += jv.GPUsPerNode
+		}
+		requeue = append(requeue, jv.ID)
+		places = append(places, jv.ID)
+		placeNodes[jv.ID] = c.target
+		d.Plan.Assign(jv.ID, tasksOn(c.target, jv.GPUsPerNode)...)
+		d.Decisions = append(d.Decisions, Decision{JobID: jv.ID, Kind: DecideMigrate,
+			From: placementString(jv.Nodes, jv.GPUsPerNode), To: placementString(c.target, jv.GPUsPerNode),
+			ToNodes: c.target, GPUType: typesOf(c.target, nodeType),
+			Reason: fmt.Sprintf("saves about %s (migration penalty %s)", fmtSeconds(c.gain), p.MigrationPenalty)})
+	}
+
+	// Waiting jobs, oldest first.
+	waiting := jobsOfClass(v, ClassWaiting)
+	sort.SliceStable(waiting, func(a, b int) bool {
+		if !waiting[a].Submit.Equal(waiting[b].Submit) {
+			return waiting[a].Submit.Before(waiting[b].Submit)
+		}
+		return waiting[a].ID < waiting[b].ID
+	})
+	fits := func(nodes []string, g int) bool {
+		for _, n := range nodes {
+			if occ[n]+g > capacity[n] {
+				return false
+			}
+		}
+		return len(nodes) > 0
+	}
+	for _, jv := range waiting {
+		tasks := assigned(jv.ID)
+		if len(tasks) == 0 {
+			reason := "the policy did not schedule it this round"
+			if plan == nil {
+				reason = "no plan this round"
+			}
+			d.Decisions = append(d.Decisions, Decision{JobID: jv.ID, Kind: DecideWait, From: "-", To: "-", Reason: reason})
+			continue
+		}
+		target, types, ok := enforceable(tasks, jv, s.Throughput)
+		reason := "the policy's placement"
+		if !ok || !fits(target, jv.GPUsPerNode) {
+			planned := tasksString(tasks)
+			target = nil
+			for _, t := range types {
+				if nodes := fitNodes(t, jv.NumNodes, jv.GPUsPerNode, s.Nodes, occ, capacity); nodes != nil {
+					target = nodes
+					break
+				}
+			}
+			reason = fmt.Sprintf("planned %s; re-shaped to the job's request of %d node(s) x %d GPUs", planned, jv.NumNodes, jv.GPUsPerNode)
+			if target == nil {
+				// The planned type is busy (typically: running jobs the
+				// policy meant to move or stop were kept). Like the
+				// policy's own second pass, use free GPUs of another type,
+				// the job's fastest first.
+				for _, t := range typesByRate(s, jv, s.Throughput) {
+					if nodes := fitNodes(t, jv.NumNodes, jv.GPUsPerNode, s.Nodes, occ, capacity); nodes != nil {
+						target = nodes
+						reason = fmt.Sprintf("planned %s, which is not free (running jobs kept); placed on the next fastest free GPU type", planned)
+						break
+					}
+				}
+			}
+			if target == nil {
+				d.Decisions = append(d.Decisions, Decision{JobID: jv.ID, Kind: DecideDefer, From: "-", To: "-",
+					Reason: fmt.Sprintf("planned %s, which Slurm cannot enforce for a request of %d node(s) x %d GPUs, and no free node(s) hold it", planned, jv.NumNodes, jv.GPUsPerNode)})
+				continue
+			}
+		}
+		for _, n := range target {
+			occ[n] += jv.GPUsPerNode
+		}
+		places = append(places, jv.ID)
+		placeNodes[jv.ID] = target
+		d.Plan.Assign(jv.ID, tasksOn(target, jv.GPUsPerNode)...)
+		d.Decisions = append(d.Decisions, Decision{JobID: jv.ID, Kind: DecidePlace, From: "-",
+			To: placementString(target, jv.GPUsPerNode), ToNodes: target, GPUType: typesOf(target, nodeType), Reason: reason})
+	}
+	if err := optimizer.Check(s, d.Plan); err != nil {
+		return Derivation{}, fmt.Errorf("enforceable plan: %w", err)
+	}
+
+	// Held jobs hadar cannot schedule: released once, with the reason.
+	for _, jv := range v.Jobs {
+		if jv.Class == ClassPassThrough && jv.Held {
+			passThrough = append(passThrough, jv)
+			d.Decisions = append(d.Decisions, Decision{JobID: jv.ID, Kind: DecidePassThrough, From: "-", To: "-", Reason: jv.Problem})
+		}
+	}
+	// Released jobs that did not start in time: hold them again.
+	var rehold []string
+	for _, jv := range jobsOfClass(v, ClassLaunching) {
+		if p.LaunchTimeout > 0 && !jv.ReleasedAt.IsZero() && v.Now.Sub(jv.ReleasedAt) > p.LaunchTimeout {
+			rehold = append(rehold, jv.ID)
+			d.Decisions = append(d.Decisions, Decision{JobID: jv.ID, Kind: DecideRehold,
+				From: placementString(jv.Nodes, jv.GPUsPerNode), To: "-",
+				Reason: fmt.Sprintf("released %s ago and still pending (launch_timeout %s)", fmtSeconds(v.Now.Sub(jv.ReleasedAt).Seconds()), p.LaunchTimeout)})
+		}
+	}
+
+	// Released jobs Slurm holds back with a begin time (a requeue that
+	// completed after our StartTime=now): start them now.
+	var kick []string
+	for _, jv := range jobsOfClass(v, ClassLaunching) {
+		if jv.Reason == "BeginTime" && !contains(rehold, jv.ID) {
+			kick = append(kick, jv.ID)
+			d.Decisions = append(d.Decisions, Decision{JobID: jv.ID, Kind: DecideStartNow,
+				From: placementString(jv.Nodes, jv.GPUsPerNode), To: placementString(jv.Nodes, jv.GPUsPerNode),
+				ToNodes: jv.Nodes, GPUType: typesOf(jv.Nodes, nodeType),
+				Reason: "released, but Slurm delays its start (BeginTime, set when its requeue completed)"})
+		}
+	}
+
+	// Actions, in execution order.
+	byText := map[string][]string{}
+	var texts []string
+	for _, jv := range passThrough {
+		t := slurm.SanitizeComment(PassThroughComment(jv.Problem), slurm.MaxAdminComment)
+		if _, ok := byText[t]; !ok {
+			texts = append(texts, t)
+		}
+		byText[t] = append(byText[t], jv.ID)
+		release = append(release, jv.ID)
+	}
+	for _, t := range texts {
+		d.Actions = append(d.Actions, Action{Kind: ActComment, JobIDs: byText[t], Text: t})
+	}
+	if len(rehold) > 0 {
+		d.Actions = append(d.Actions, Action{Kind: ActHold, JobIDs: rehold})
+	}
+	if len(requeue) > 0 {
+		d.Actions = append(d.Actions, Action{Kind: ActRequeueHold, JobIDs: requeue})
+	}
+	sort.Strings(places)
+	for _, id := range places {
+		d.Actions = append(d.Actions, Action{Kind: ActPlace, JobIDs: []string{id}, Nodes: placeNodes[id]})
+	}
+	if start := append(append([]string(nil), places...), kick...); len(start) > 0 {
+		sort.Strings(start)
+		d.Actions = append(d.Actions, Action{Kind: ActStartNow, JobIDs: start})
+	}
+	release = append(release, places...)
+	sort.Strings(release)
+	if len(release) > 0 {
+		d.Actions = append(d.Actions, Action{Kind: ActRelease, JobIDs: release})
+	}
+	return d, nil
+}
+
+// enforceable reads a planned placement as node names if Slurm can carry
+// it out for the job's request: one node holding all its GPUs (--nodes=1),
+// or exactly --nodes nodes with --gres GPUs each. HadarE copies become the
+// single fastest copy that holds the whole gang. types lists the GPU types
+// of the plan, the job's fastest first, for re-shaping.
+func enforceable(tasks []optimizer.Task, jv *JobView, tp optimizer.Throughputs) (nodes []string, types []string, ok bool) {
+	seenType := map[string]bool{}
+	for _, t := range tasks {
+		if !seenType[t.Type] {
+			seenType[t.Type] = true
+			types = append(types, t.Type)
+		}
+	}
+	sort.SliceStable(types, func(a, b int) bool {
+		ra, rb := tp.Rate(jv.Model, types[a], jv.Workers), tp.Rate(jv.Model, types[b], jv.Workers)
+		if ra != rb {
+			return ra > rb
+		}
+		return types[a] < types[b]
+	})
+	if len(tasks) > 0 && tasks[0].Copy > 0 {
+		// Slurm runs one allocation per job: keep the fastest copy that
+		// holds the gang, if any.
+		best, bestRate := "", -1.0
+		for _, t := range tasks {
+			if t.GPUs == jv.Workers && jv.NumNodes == 1 {
+				if r := tp.Rate(jv.Model, t.Type, jv.Workers); r > bestRate {
+					best, bestRate = t.Node, r
+				}
+			}
+		}
+		if best == "" {
+			return nil, types, false
+		}
+		return []string{best}, types, true
+	}
+	perNode := map[string]int{}
+	for _, t := range tasks {
+		if _, ok := perNode[t.Node]; !ok {
+			nodes = append(nodes, t.Node)
+		}
+		perNode[t.Node] += t.GPUs
+	}
+	sort.Strings(nodes)
+	if len(nodes) != jv.NumNodes {
+		return nodes, types, false
+	}
+	for _, n := range nodes {
+		if perNode[n] != jv.GPUsPerNode {
+			return nodes, types, false
+		}
+	}
+	return nodes, types, true
+}
+
+// typesByRate lists the snapshot's GPU types on which the job runs, its
+// fastest first.
+func typesByRate(s *optimizer.Snapshot, jv *JobView, tp optimizer.Throughputs) []string {
+	var out []string
+	for _, t := range s.Types() {
+		if tp.Rate(jv.Model, t, jv.Workers) > 0 {
+			out = append(out, t)
+		}
+	}
+	sort.SliceStable(out, func(a, b int) bool {
+		return tp.Rate(jv.Model, out[a], jv.Workers) > tp.Rate(jv.Model, out[b], jv.Workers)
+	})
+	return out
+}
+
+// fitNodes finds k nodes of GPU type t with g GPUs free each, tightest
+// first (best fit), or nil.
+func fitNodes(t string, k, g int, nodes []optimizer.Node, occ, capacity map[string]int) []string {
+	type room struct {
+		name string
+		free int
+	}
+	var rs []room
+	for _, n := range nodes {
+		if n.Type != t {
+			continue
+		}
+		if f := capacity[n.Name] - occ[n.Name]; f >= g {
+			rs = append(rs, room{n.Name, f})
+		}
+	}
+	if len(rs) < k {
+		return nil
+	}
+	sort.SliceStable(rs, func(a, b int) bool {
+		if rs[a].free != rs[b].free {
+			return rs[a].free < rs[b].free
+		}
+		return rs[a].name < rs[b].name
+	})
+	out := make([]string, k)
+	for i := range out {
+		out[i] = rs[i].name
+	}
+	sort.Strings(out)
+	return out
+}
+
+// migrationGain estimates the seconds a running job saves by moving from
+// cur to next: its remaining time at the current rate minus at the new one.
+func migrationGain(tp optimizer.Throughputs, sj *optimizer.Job, model string, workers int, cur, next []optimizer.Task) float64 {
+	if sj == nil {
+		return 0
+	}
+	rc := tp.PlacementRate(model, workers, cur)
+	rn := tp.PlacementRate(model, workers, next)
+	if rn <= 0 {
+		return math.Inf(-1)
+	}
+	if rc <= 0 {
+		return math.Inf(1)
+	}
+	return sj.RemainingSteps/rc - sj.RemainingSteps/rn
+}
+
+func jobsOfClass(v *View, c JobClass) []*JobView {
+	var out []*JobView
+	for _, j := range v.Jobs {
+		if j.Class == c {
+			out = append(out, j)
+		}
+	}
+	sort.SliceStable(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	return out
+}
+
+func sameNodes(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	x := append([]string(nil), a...)
+	y := append([]string(nil), b...)
+	sort.Strings(x)
+	sort.Strings(y)
+	for i := range x {
+		if x[i] != y[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func typesOf(nodes []string, nodeType map[string]string) string {
+	var ts []string
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		if t := nodeType[n]; t != "" && !seen[t] {
+			seen[t] = true
+			ts = append(ts, t)
+		}
+	}
+	sort.Strings(ts)
+	return strings.Join(ts, "+")
+}
+
+func tasksString(tasks []optimizer.Task) string {
+	parts := make([]string, len(tasks))
+	for i, t := range tasks {
+		parts[i] = fmt.Sprintf("%s:%d(%s)", t.Node, t.GPUs, t.Type)
+	}
+	return strings.Join(parts, ",")
+}
+
+func fmtSeconds(s float64) string {
+	if math.IsInf(s, 1) {
+		return "an unbounded time"
+	}
+	if math.IsInf(s, -1) || math.IsNaN(s) {
+		return "nothing"
+	}
+	return time.Duration(s * float64(time.Second)).Round(time.Second).String()
+}

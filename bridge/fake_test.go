@@ -1,0 +1,373 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hadar-sched/hadar/slurm"
+)
+
+// fakeCluster is an in-memory Slurm for loop tests: held tagged jobs,
+// placement by NodeList, release that starts a job when its nodes have
+// room, requeuehold, and per-method / per-job error injection.
+type fakeCluster struct {
+	mu    sync.Mutex
+	nodes []*fakeNode
+	jobs  map[string]*fakeJob
+	order []string
+	calls []string
+	// fail makes a whole method fail (key: method name).
+	fail map[string]error
+	// failJob makes a method fail for one job id (the others proceed, as
+	// scontrol does for lists), keyed method -> id.
+	failJob map[string]map[string]error
+	// jobsCalls and nodesCalls count reads.
+	jobsCalls, nodesCalls int
+	// noAutoStart leaves released jobs pending (for launch timeouts).
+	noAutoStart bool
+	nextID      int
+}
+
+type fakeNode struct {
+	name  string
+	gtype string
+	gpus  int
+	state string
+}
+
+type fakeJob struct {
+	id       string
+	user     string
+	comment  string
+	state    string
+	reason   string
+	gpus     int // per node
+	typed    string
+	numNodes int
+	reqNodes []string
+	nodes    []string
+	submit   time.Time
+	held     bool
+	admin    string
+	releases int
+	restarts int
+}
+
+func newFakeCluster(nodes ...string) *fakeCluster {
+	f := &fakeCluster{jobs: map[string]*fakeJob{}, fail: map[string]error{}, failJob: map[string]map[string]error{}, nextID: 100}
+	for _, spec := range nodes {
+		// "node1:v100:4"
+		p := strings.Split(spec, ":")
+		var n int
+		fmt.Sscan(p[2], &n)
+		f.nodes = append(f.nodes, &fakeNode{name: p[0], gtype: p[1], gpus: n, state: "IDLE"})
+	}
+	return f
+}
+
+// submit adds a job as job_submit.lua would: tagged jobs are held.
+func (f *fakeCluster) submit(comment string, gpus, numNodes int, at time.Time) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nextID++
+	id := fmt.Sprint(f.nextID)
+	j := &fakeJob{id: id, user: "alice", comment: comment, state: "PENDING", reason: "Priority",
+		gpus: gpus, numNodes: max(numNodes, 1), submit: at}
+	if IsTagged(comment) {
+		j.held, j.reason = true, "JobHeldUser"
+	}
+	f.jobs[id] = j
+	f.order = append(f.order, id)
+	if !j.held {
+		f.schedule(j)
+	}
+	return id
+}
+
+func (f *fakeCluster) job(id string) *fakeJob {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.jobs[id]
+}
+
+// finish completes a running job.
+func (f *fakeCluster) finish(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if j := f.jobs[id]; j != nil {
+		j.state = "COMPLETED"
+		j.nodes = nil
+	}
+}
+
+func (f *fakeCluster) used(node string) int {
+	n := 0
+	for _, j := range f.jobs {
+		if j.state == "RUNNING" {
+			for _, x := range j.nodes {
+				if x == node {
+					n += j.gpus
+				}
+			}
+		}
+	}
+	return n
+}
+
+func (f *fakeCluster) node(name string) *fakeNode {
+	for _, n := range f.nodes {
+		if n.name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// schedule starts a released pending job if its nodes (or any node, for
+// an unpinned job) have room.
+func (f *fakeCluster) schedule(j *fakeJob) {
+	if f.noAutoStart || j.held || j.state != "PENDING" {
+		return
+	}
+	cands := j.reqNodes
+	if len(cands) == 0 {
+		for _, n := range f.nodes {
+			cands = append(cands, n.name)
+		}
+	}
+	var pick []string
+	for _, name := range cands {
+		n := f.node(name)
+		if n != nil && n.gpus-f.used(name) >= j.gpus {
+			pick = append(pick, name)
+		}
+		if len(pick) == j.numNodes {
+			break
+		}
+	}
+	if len(pick) < j.numNodes || (len(j.reqNodes) > 0 && len(pick) != len(j.reqNodes)) {
+		j.reason = "Resources"
+		return
+	}
+	j.state, j.reason, j.nodes = "RUNNING", "None", pick
+}
+
+func (f *fakeCluster) record(call string) error {
+	f.calls = append(f.calls, call)
+	method := strings.Fields(call)[0]
+	return f.fail[method]
+}
+
+func (f *fakeCluster) jobErr(method, id string) error {
+	if m := f.failJob[method]; m != nil {
+		return m[id]
+	}
+	return nil
+}
+
+func (f *fakeCluster) Calls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+func (f *fakeCluster) resetCalls() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = nil
+}
+
+func (f *fakeCluster) Jobs(ctx context.Context) ([]slurm.Job, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.jobsCalls++
+	if err := f.fail["Jobs"]; err != nil {
+		return nil, err
+	}
+	var out []slurm.Job
+	for _, id := range f.order {
+		j := f.jobs[id]
+		if j.state != "PENDING" && j.state != "RUNNING" {
+			continue
+		}
+		g := []slurm.GRES{{Name: "gpu", Type: j.typed, Count: j.gpus}}
+		if j.gpus == 0 {
+			g = nil
+		}
+		sj := slurm.Job{JobID: id, ArrayJobID: id, User: j.user, State: j.state, NumNodes: j.numNodes,
+			SubmitTime: j.submit, Gres: g, Nodes: j.nodes, NodeList: strings.Join(j.nodes, ","), Reason: j.reason, Comment: j.comment}
+		out = append(out, sj)
+	}
+	return out, nil
+}
+
+func (f *fakeCluster) Nodes(ctx context.Context) ([]slurm.Node, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nodesCalls++
+	if err := f.fail["Nodes"]; err != nil {
+		return nil, err
+	}
+	var out []slurm.Node
+	for _, n := range f.nodes {
+		st, flags := slurm.ParseNodeState(n.state)
+		out = append(out, slurm.Node{Name: n.name, State: st, Flags: flags, RawState: n.state,
+			Gres:     []slurm.GRES{{Name: "gpu", Type: n.gtype, Count: n.gpus}},
+			GresUsed: []slurm.GRES{{Name: "gpu", Type: n.gtype, Count: f.used(n.name)}}})
+	}
+	return out, nil
+}
+
+func (f *fakeCluster) forEach(method string, ids []string, fn func(j *fakeJob) error) error {
+	var errs []error
+	for _, id := range ids {
+		if err := f.jobErr(method, id); err != nil {
+			errs = append(errs, fmt.Errorf("%s: job %s: %w", method, id, err))
+			continue
+		}
+		j := f.jobs[id]
+		if j == nil {
+			errs = append(errs, fmt.Errorf("%s: job %s: %w", method, id, slurm.ErrInvalidJobID))
+			continue
+		}
+		if err := fn(j); err != nil {
+			errs = append(errs, fmt.Errorf("%s: job %s: %w", method, id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (f *fakeCluster) PlaceOnNodes(ctx context.Context, id string, nodes []string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record(fmt.Sprintf("PlaceOnNodes %s %s", id, strings.Join(nodes, ","))); err != nil {
+		return err
+	}
+	return f.forEach("PlaceOnNodes", []string{id}, func(j *fakeJob) error {
+		if j.state != "PENDING" {
+			return slurm.ErrInvalidNodeName
+		}
+		j.reqNodes = append([]string(nil), nodes...)
+		return nil
+	})
+}
+
+func (f *fakeCluster) UpdateJobs(ctx context.Context, ids []string, kv ...string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record(fmt.Sprintf("UpdateJobs %s %s", strings.Join(ids, ","), strings.Join(kv, " "))); err != nil {
+		return err
+	}
+	return f.forEach("UpdateJobs", ids, func(j *fakeJob) error { return nil })
+}
+
+func (f *fakeCluster) Release(ctx context.Context, ids ...string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("Release " + strings.Join(ids, ",")); err != nil {
+		return err
+	}
+	return f.forEach("Release", ids, func(j *fakeJob) error {
+		j.releases++
+		if j.held {
+			j.held = false
+			j.reason = "Priority"
+			f.schedule(j)
+		}
+		return nil
+	})
+}
+
+func (f *fakeCluster) Hold(ctx context.Context, ids ...string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("Hold " + strings.Join(ids, ",")); err != nil {
+		return err
+	}
+	return f.forEach("Hold", ids, func(j *fakeJob) error {
+		if j.state != "PENDING" {
+			return slurm.ErrJobNotPending
+		}
+		j.held, j.reason = true, "JobHeldAdmin"
+		return nil
+	})
+}
+
+func (f *fakeCluster) RequeueHold(ctx context.Context, ids ...string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("RequeueHold " + strings.Join(ids, ",")); err != nil {
+		return err
+	}
+	return f.forEach("RequeueHold", ids, func(j *fakeJob) error {
+		if j.state != "RUNNING" {
+			return slurm.ErrJobNotPending
+		}
+		j.state, j.held, j.reason, j.nodes = "PENDING", true, "JobHeldAdmin", nil
+		j.restarts++
+		return nil
+	})
+}
+
+func (f *fakeCluster) SetAdminComment(ctx context.Context, ids []string, text string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record(fmt.Sprintf("SetAdminComment %s %q", strings.Join(ids, ","), text)); err != nil {
+		return err
+	}
+	return f.forEach("SetAdminComment", ids, func(j *fakeJob) error {
+		j.admin = text
+		return nil
+	})
+}
+
+// renderSqueue prints jobs as squeue -o slurm.JobFormat would (fixed-width
+// name and comment), so fixture captured with other formats can be served
+// under the argv the Client really runs.
+func renderSqueue(jobs []slurm.Job) []byte {
+	var b strings.Builder
+	ts := func(t time.Time) string {
+		if t.IsZero() {
+			return "N/A"
+		}
+		return t.Format("2006-01-02T15:04:05")
+	}
+	for _, j := range jobs {
+		task := j.ArrayTaskID
+		if task == "" {
+			task = "N/A"
+		}
+		comment := j.Comment
+		if comment == "" {
+			comment = "(null)"
+		}
+		used := j.TimeUsed
+		elapsed := fmt.Sprintf("%d:%02d", int(used.Minutes()), int(used.Seconds())%60)
+		fmt.Fprintf(&b, "%s|%s|%s|%s|%s|%d|%s|%s|%s|%s|%s|%s|%-64.64s|%-512.512s\n",
+			j.JobID, j.ArrayJobID, task, j.User, j.State, j.NumNodes, ts(j.SubmitTime), ts(j.StartTime),
+			elapsed, orNA(j.GresRaw), j.NodeList, j.Reason, j.Name, comment)
+	}
+	return []byte(b.String())
+}
+
+func orNA(s string) string {
+	if s == "" {
+		return "N/A"
+	}
+	return s
+}
+
+// sortedKeys returns m's keys, sorted.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,92 @@
+package bridge
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// NormalizeModel is how job type names are compared: lower case, every
+// character that is not a letter or digit dropped, and "batchsize" written
+// "bs". So "ResNet-50 (batch size 64)", "resnet50-bs64", "resnet-50_bs64"
+// and "RESNET50_BATCH_SIZE_64" all normalise to "resnet50bs64".
+func NormalizeModel(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		if ('a' <= r && r <= 'z') || ('0' <= r && r <= '9') {
+			b.WriteRune(r)
+		}
+	}
+	return strings.ReplaceAll(b.String(), "batchsize", "bs")
+}
+
+// ModelResolver maps what users write in model= to a job type of the
+// throughput matrix:
+//
+//  1. an alias from the config ([models] aliases), compared normalised;
+//  2. a job type whose normalised name equals the normalised model.
+//
+// Anything else is unknown; the error lists a few job types that start the
+// same way, to help the user.
+type ModelResolver struct {
+	byNorm  map[string][]string
+	aliases map[string]string
+	norms   []string
+}
+
+// NewModelResolver builds a resolver over the matrix's job types and the
+// configured aliases (user name -> job type).
+func NewModelResolver(jobTypes []string, aliases map[string]string) *ModelResolver {
+	r := &ModelResolver{byNorm: map[string][]string{}, aliases: map[string]string{}}
+	for _, jt := range jobTypes {
+		n := NormalizeModel(jt)
+		if n == "" {
+			continue
+		}
+		if _, ok := r.byNorm[n]; !ok {
+			r.norms = append(r.norms, n)
+		}
+		r.byNorm[n] = append(r.byNorm[n], jt)
+	}
+	sort.Strings(r.norms)
+	for from, to := range aliases {
+		r.aliases[NormalizeModel(from)] = to
+	}
+	return r
+}
+
+// Resolve returns the job type for model.
+func (r *ModelResolver) Resolve(model string) (string, error) {
+	n := NormalizeModel(model)
+	if n == "" {
+		return "", fmt.Errorf("model %q has no letters or digits", clip(model))
+	}
+	if to, ok := r.aliases[n]; ok {
+		if jts := r.byNorm[NormalizeModel(to)]; len(jts) == 1 {
+			return jts[0], nil
+		}
+		return "", fmt.Errorf("model %q: its alias %q is not a job type of the matrix", clip(model), to)
+	}
+	switch jts := r.byNorm[n]; len(jts) {
+	case 1:
+		return jts[0], nil
+	case 0:
+	default:
+		return "", fmt.Errorf("model %q matches several job types: %s", clip(model), strings.Join(jts, "; "))
+	}
+	var near []string
+	for _, cand := range r.norms {
+		if strings.HasPrefix(cand, n) || (len(n) >= 3 && strings.HasPrefix(n, cand)) {
+			near = append(near, r.byNorm[cand][0])
+		}
+	}
+	if len(near) == 0 {
+		return "", fmt.Errorf("unknown model %q", clip(model))
+	}
+	more := ""
+	if len(near) > 4 {
+		more = fmt.Sprintf(" and %d more", len(near)-4)
+		near = near[:4]
+	}
+	return "", fmt.Errorf("unknown model %q (did you mean %s%s?)", clip(model), strings.Join(near, "; "), more)
+}

@@ -1,0 +1,207 @@
+package bridge
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ProgressSubdir is the directory under the spool dir where jobs report.
+const ProgressSubdir = "progress"
+
+// maxProgressFile bounds what ReadProgress reads of one file.
+const maxProgressFile = 4 << 10
+
+// Progress is one job's latest progress report.
+type Progress struct {
+	// JobID is the job's id (as scontrol names it: "123" or "45_6").
+	JobID string `json:"job_id"`
+	// Steps is the number of training steps the job has done in total.
+	Steps float64 `json:"steps"`
+	// At is when the job reported.
+	At time.Time `json:"at"`
+	// UID is the owner of the report file (set by ReadProgress).
+	UID int `json:"-"`
+}
+
+var reProgressID = regexp.MustCompile(`^[0-9]{1,10}(_[0-9]{1,10})?$`)
+
+// ProgressPath is the file in which job jobID reports under spoolDir.
+func ProgressPath(spoolDir, jobID string) string {
+	return filepath.Join(spoolDir, ProgressSubdir, jobID+".json")
+}
+
+// WriteProgress records that job jobID has done steps steps in total at
+// time at: it writes spoolDir/progress/<jobID>.json atomically (a
+// temporary file in the same directory, then rename), so the daemon never
+// reads half a report. The progress directory is created (mode 1777, like
+// /tmp: every job can report, no job can replace another user's report) if
+// it is missing. It is what `hadar report --steps N` calls inside a job.
+func WriteProgress(spoolDir, jobID string, steps float64, at time.Time) error {
+	if !reProgressID.MatchString(jobID) {
+		return fmt.Errorf("write progress: bad job id %q", clip(jobID))
+	}
+	if math.IsNaN(steps) || math.IsInf(steps, 0) || steps < 0 {
+		return fmt.Errorf("write progress of job %s: steps %v, want a finite number >= 0", jobID, steps)
+	}
+	dir := filepath.Join(spoolDir, ProgressSubdir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("write progress of job %s: %w", jobID, err)
+	}
+	if st, err := os.Stat(dir); err == nil && st.Mode()&os.ModeSticky == 0 && os.Geteuid() == 0 {
+		// Created by root (the daemon or an admin): open it to every job.
+		_ = os.Chmod(dir, 0o777|os.ModeSticky)
+	}
+	b, err := json.Marshal(Progress{JobID: jobID, Steps: steps, At: at.UTC()})
+	if err != nil {
+		return fmt.Errorf("write progress of job %s: %w", jobID, err)
+	}
+	f, err := os.CreateTemp(dir, "."+jobID+".json.tmp-*")
+	if err != nil {
+		return fmt.Errorf("write progress of job %s: %w", jobID, err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, ProgressPath(spoolDir, jobID))
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("write progress of job %s: %w", jobID, err)
+	}
+	return nil
+}
+
+// EnsureProgressDir creates spoolDir/progress with mode 1777 if missing.
+func EnsureProgressDir(spoolDir string) error {
+	dir := filepath.Join(spoolDir, ProgressSubdir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.Chmod(dir, 0o777|os.ModeSticky)
+}
+
+// ReadProgress reads every report in spoolDir/progress. Files that are not
+// regular (symlinks included), too large, not JSON, or whose job id does not
+// match their name are skipped and reported in the []error, without their
+// contents. A missing directory is no reports and no error. The owner of
+// each file is returned in Progress.UID: the caller must only trust a report
+// owned by the job's own user (or root).
+func ReadProgress(spoolDir string) (map[string]Progress, []error) {
+	dir := filepath.Join(spoolDir, ProgressSubdir)
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return map[string]Progress{}, nil
+	}
+	if err != nil {
+		return map[string]Progress{}, []error{fmt.Errorf("read progress: %w", err)}
+	}
+	out := map[string]Progress{}
+	var errs []error
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".json") {
+			continue
+		}
+		id := strings.TrimSuffix(name, ".json")
+		if !reProgressID.MatchString(id) {
+			errs = append(errs, fmt.Errorf("progress file %q: name is not <jobid>.json", clip(name)))
+			continue
+		}
+		p, err := readProgressFile(filepath.Join(dir, name))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("progress file %s: %w", name, err))
+			continue
+		}
+		if p.JobID != id {
+			errs = append(errs, fmt.Errorf("progress file %s: job id inside is not %s", name, id))
+			continue
+		}
+		out[id] = p
+	}
+	return out, errs
+}
+
+func readProgressFile(path string) (Progress, error) {
+	var p Progress
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return p, errors.New("cannot open (not a regular file?)")
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return p, err
+	}
+	if !st.Mode().IsRegular() {
+		return p, errors.New("not a regular file")
+	}
+	if st.Size() > maxProgressFile {
+		return p, fmt.Errorf("larger than %d bytes", maxProgressFile)
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return p, errors.New("no file owner")
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxProgressFile+1))
+	if err != nil {
+		return p, err
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return Progress{}, errors.New("not a progress report (bad JSON)")
+	}
+	if math.IsNaN(p.Steps) || math.IsInf(p.Steps, 0) || p.Steps < 0 {
+		return Progress{}, errors.New("steps out of range")
+	}
+	if p.At.IsZero() {
+		p.At = st.ModTime()
+	}
+	p.UID = int(sys.Uid)
+	return p, nil
+}
+
+// removeStaleProgress deletes report files of jobs that are no longer
+// known and older than maxAge. It returns how many it removed.
+func removeStaleProgress(spoolDir string, known map[string]bool, now time.Time, maxAge time.Duration) int {
+	dir := filepath.Join(spoolDir, ProgressSubdir)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range entries {
+		name := e.Name()
+		id := strings.TrimSuffix(strings.TrimPrefix(name, "."), ".json")
+		if i := strings.Index(id, ".json.tmp-"); i >= 0 {
+			id = id[:i]
+		}
+		if known[id] {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil || now.Sub(info.ModTime()) < maxAge || !info.Mode().IsRegular() {
+			continue
+		}
+		if os.Remove(filepath.Join(dir, name)) == nil {
+			n++
+		}
+	}
+	return n
+}

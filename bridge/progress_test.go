@@ -1,0 +1,87 @@
+package bridge
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestProgressRoundTrip(t *testing.T) {
+	spool := t.TempDir()
+	at := time.Date(2026, 11, 29, 14, 0, 0, 0, time.UTC)
+	if err := WriteProgress(spool, "42", 1200, at); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteProgress(spool, "42", 1500, at.Add(time.Minute)); err != nil { // replaces
+		t.Fatal(err)
+	}
+	if err := WriteProgress(spool, "7_3", 10, at); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"../x", "42;rm", "", "1_2_3"} {
+		if err := WriteProgress(spool, bad, 1, at); err == nil {
+			t.Errorf("WriteProgress(%q) accepted a bad id", bad)
+		}
+	}
+	if err := WriteProgress(spool, "1", -1, at); err == nil {
+		t.Error("negative steps accepted")
+	}
+	got, errs := ReadProgress(spool)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if p := got["42"]; p.Steps != 1500 || !p.At.Equal(at.Add(time.Minute)) || p.UID != os.Getuid() {
+		t.Errorf("report 42 = %+v", p)
+	}
+	if p := got["7_3"]; p.Steps != 10 {
+		t.Errorf("report 7_3 = %+v", p)
+	}
+	// No temporary files are left behind.
+	entries, _ := os.ReadDir(filepath.Join(spool, ProgressSubdir))
+	if len(entries) != 2 {
+		t.Errorf("progress dir has %d entries, want 2", len(entries))
+	}
+}
+
+func TestReadProgressSkipsBadFiles(t *testing.T) {
+	spool := t.TempDir()
+	dir := filepath.Join(spool, ProgressSubdir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, content string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secret := filepath.Join(spool, "secret")
+	if err := os.WriteFile(secret, []byte(`{"job_id":"9","steps":5}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	write("1.json", `{"job_id":"1","steps":10,"at":"2026-01-01T00:00:00Z"}`)
+	write("2.json", `not json SECRET-CONTENT`)
+	write("3.json", `{"job_id":"4","steps":10}`)
+	write("5.json", `{"job_id":"5","steps":-3}`)
+	write("6.json", strings.Repeat(" ", 5000))
+	write("evil name.json", `{}`)
+	if err := os.Symlink(secret, filepath.Join(dir, "9.json")); err != nil {
+		t.Fatal(err)
+	}
+	got, errs := ReadProgress(spool)
+	if len(got) != 1 || got["1"].Steps != 10 {
+		t.Errorf("ReadProgress = %+v", got)
+	}
+	if len(errs) != 6 {
+		t.Errorf("got %d errors, want 6: %v", len(errs), errs)
+	}
+	for _, err := range errs {
+		if strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("error leaks file contents: %v", err)
+		}
+	}
+	if got, errs := ReadProgress(filepath.Join(spool, "missing")); len(got) != 0 || len(errs) != 0 {
+		t.Errorf("missing dir: %v %v", got, errs)
+	}
+}

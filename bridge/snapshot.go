@@ -1,0 +1,164 @@
+package bridge
+
+import (
+	"sort"
+	"time"
+
+	"github.com/hadar-sched/hadar/optimizer"
+)
+
+// JobProgress is what the bridge knows of a job's work, kept in the state
+// database across rounds and restarts.
+type JobProgress struct {
+	JobID string
+	// Done is the steps done so far: the latest report, plus an estimate
+	// (matrix rate x run time) since then, or only the estimate for a job
+	// that never reported.
+	Done float64
+	// Reported is true once the job has reported progress.
+	Reported bool
+	// ReportedSteps/ReportedAt are the latest report taken into account;
+	// ReportedPlacement is where the job ran when it reported.
+	ReportedSteps     float64
+	ReportedAt        time.Time
+	ReportedPlacement string
+	// EstimatedAt is when Done was last advanced.
+	EstimatedAt time.Time
+	// Attained is the GPU-seconds the job has received so far.
+	Attained float64
+	// Executed is the run time the job has had so far, in seconds.
+	Executed float64
+}
+
+// SnapshotParams tune BuildSnapshot.
+type SnapshotParams struct {
+	Round time.Duration
+	// DefaultDuration is the run time assumed, on the job's fastest GPU
+	// type, for a job that gives no steps=.
+	DefaultDuration time.Duration
+}
+
+// BuildSnapshot turns a view into the optimizer's input: one Node per
+// usable node with the GPUs available to hadar, one Job per waiting or
+// running tagged job. It is pure.
+func BuildSnapshot(v *View, tp optimizer.Throughputs, progress map[string]JobProgress, p SnapshotParams) *optimizer.Snapshot {
+	s := &optimizer.Snapshot{Now: v.Now, Round: p.Round, Throughput: tp}
+	for _, n := range v.Nodes {
+		if a := n.Available(); a > 0 {
+			s.Nodes = append(s.Nodes, optimizer.Node{Name: n.Name, Type: n.Type, GPUs: a})
+		}
+	}
+	types := map[string]bool{}
+	for _, n := range v.Nodes {
+		if n.Usable {
+			types[n.Type] = true
+		}
+	}
+	for _, jv := range v.Jobs {
+		if jv.Class != ClassWaiting && jv.Class != ClassRunning {
+			continue
+		}
+		pr := progress[jv.ID]
+		total := jv.Tag.Steps
+		if total <= 0 {
+			total = bestRate(tp, jv.Model, jv.Workers, types) * p.DefaultDuration.Seconds()
+		}
+		remaining := total - pr.Done
+		if floor := 0.05 * total; remaining < floor {
+			// Past its estimate but still there: it needs a little more.
+			remaining = floor
+		}
+		weight := jv.Tag.Weight
+		if weight <= 0 {
+			weight = 1
+		}
+		arrival := jv.Submit
+		if arrival.IsZero() {
+			arrival = v.Now
+		}
+		j := optimizer.Job{
+			ID: jv.ID, Type: jv.Model, Workers: jv.Workers, Arrival: arrival,
+			TotalSteps: total, RemainingSteps: remaining, Weight: weight,
+			Attained: pr.Attained, Executed: pr.Executed, MaxCopies: jv.Tag.Copies,
+		}
+		if jv.Class == ClassRunning {
+			j.Current = currentTasks(v, jv)
+		}
+		s.Jobs = append(s.Jobs, j)
+	}
+	sort.SliceStable(s.Jobs, func(a, b int) bool { return s.Jobs[a].ID < s.Jobs[b].ID })
+	return s
+}
+
+// currentTasks is a running job's placement as optimizer tasks.
+func currentTasks(v *View, jv *JobView) []optimizer.Task {
+	var out []optimizer.Task
+	for _, name := range jv.Nodes {
+		n := v.Node(name)
+		if n == nil {
+			continue
+		}
+		out = append(out, optimizer.Task{Node: name, Type: n.Type, GPUs: jv.GPUsPerNode})
+	}
+	return out
+}
+
+func bestRate(tp optimizer.Throughputs, model string, workers int, types map[string]bool) float64 {
+	best := 0.0
+	for t := range types {
+		best = max(best, tp.Rate(model, t, workers))
+	}
+	return best
+}
+
+// advanceProgress updates a job's progress for one round: a new report
+// (newer than the last one used) replaces the estimate; otherwise, while
+// the job runs, the estimate grows by the matrix rate on its GPU type times
+// the time since the last update. It returns the updated progress and, when
+// the new report allows it, a learned-throughput sample (steps over seconds
+// on one GPU type, with the placement unchanged since the previous report).
+func advanceProgress(pr JobProgress, jv *JobView, gpuType string, rate float64, rep *Progress, now time.Time) (JobProgress, *sample) {
+	pr.JobID = jv.ID
+	running := jv.Class == ClassRunning || (jv.Class == ClassPinned && jv.State == "RUNNING")
+	placement := placementString(jv.Nodes, jv.GPUsPerNode)
+	var smp *sample
+	if running && pr.EstimatedAt.IsZero() && !pr.Reported && pr.Done == 0 && jv.TimeUsed > 0 {
+		// First seen running (a restart that lost the database, or a job
+		// started by someone else): credit its run time so far.
+		t := jv.TimeUsed.Seconds()
+		pr.Done, pr.Executed, pr.Attained = rate*t, t, t*float64(jv.Workers)
+	} else if running && !pr.EstimatedAt.IsZero() && now.After(pr.EstimatedAt) {
+		dt := now.Sub(pr.EstimatedAt).Seconds()
+		if jv.TimeUsed > 0 {
+			dt = min(dt, jv.TimeUsed.Seconds())
+		}
+		pr.Attained += dt * float64(jv.Workers)
+		pr.Executed += dt
+		pr.Done += rate * dt
+	}
+	if rep != nil && rep.At.After(pr.ReportedAt) && !rep.At.After(now.Add(time.Minute)) {
+		if pr.Reported && running && gpuType != "" && pr.ReportedPlacement == placement &&
+			rep.Steps > pr.ReportedSteps && rep.At.Sub(pr.ReportedAt) > 0 {
+			smp = &sample{steps: rep.Steps - pr.ReportedSteps, seconds: rep.At.Sub(pr.ReportedAt).Seconds()}
+		}
+		pr.Reported = true
+		pr.ReportedSteps = rep.Steps
+		pr.ReportedAt = rep.At
+		pr.ReportedPlacement = placement
+		// The report, plus what the job did since it wrote it.
+		pr.Done = rep.Steps
+		if running && now.After(rep.At) {
+			pr.Done += rate * now.Sub(rep.At).Seconds()
+		}
+	}
+	if running {
+		pr.EstimatedAt = now
+	} else {
+		pr.EstimatedAt = time.Time{}
+	}
+	return pr, smp
+}
+
+type sample struct {
+	steps, seconds float64
+}

@@ -1,0 +1,227 @@
+package bridge
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/hadar-sched/hadar/optimizer"
+	"github.com/hadar-sched/hadar/profiles"
+	"github.com/hadar-sched/hadar/slurm"
+)
+
+var reFormatArg = regexp.MustCompile(`-o '([^']*)'`)
+
+// fixtureClient serves an squeue fixture and a node fixture from
+// slurm/testdata through a FakeRunner under the argv the Client really
+// runs (slurm.JobQueryArgs, slurm.NodeQueryArgs). Squeue fixtures captured
+// with another -o format are parsed with it and re-printed in
+// slurm.JobFormat (checked by a round trip).
+func fixtureClient(t testing.TB, squeueFixture, nodeFixture string) *slurm.Client {
+	t.Helper()
+	fx, err := slurm.LoadFixture(filepath.Join("..", "slurm", "testdata", squeueFixture))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := reFormatArg.FindStringSubmatch(fx.Command)
+	if m == nil {
+		t.Fatalf("%s: no -o format on line 1: %s", squeueFixture, fx.Command)
+	}
+	out := fx.Output
+	if m[1] != slurm.JobFormat {
+		jobs, errs := slurm.ParseJobsFormat(bytes.NewReader(fx.Output), m[1])
+		if len(errs) > 0 {
+			t.Fatalf("%s: %v", squeueFixture, errs)
+		}
+		out = renderSqueue(jobs)
+		back, errs := slurm.ParseJobs(bytes.NewReader(out))
+		if len(errs) > 0 {
+			t.Fatalf("re-printed %s: %v", squeueFixture, errs)
+		}
+		if diff := cmp.Diff(jobs, back); diff != "" {
+			t.Fatalf("re-printing %s in JobFormat changed it (-orig +reparsed):\n%s", squeueFixture, diff)
+		}
+	}
+	r := slurm.NewFakeRunner()
+	r.Set(slurm.JobQueryArgs, out, nil)
+	if err := r.SetFixture(slurm.NodeQueryArgs, filepath.Join("..", "slurm", "testdata", nodeFixture)); err != nil {
+		t.Fatal(err)
+	}
+	return slurm.NewClient(r, nil)
+}
+
+func openStore(t testing.TB) *profiles.Store {
+	t.Helper()
+	st, err := profiles.Open(context.Background(), filepath.Join(t.TempDir(), "hadar.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func viewFromFixtures(t *testing.T, c *slurm.Client, st *profiles.Store, defaultModel string, aliases map[string]string) (*View, optimizer.Throughputs) {
+	t.Helper()
+	ctx := context.Background()
+	jobs, err := c.Jobs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, err := st.Throughputs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := BuildView(ViewInput{
+		Now: time.Date(2026, 11, 29, 15, 0, 0, 0, time.Local), Jobs: jobs, Nodes: nodes,
+		ResolveGPU:   func(s string) (string, error) { return st.ResolveGPUType(ctx, s) },
+		Models:       NewModelResolver(tp.JobTypes(), aliases),
+		DefaultModel: defaultModel, Throughput: tp,
+	})
+	return v, tp
+}
+
+type jobSummary struct {
+	Class   JobClass
+	Model   string
+	Workers int
+	Held    bool
+	Problem bool
+}
+
+func summarize(v *View) map[string]jobSummary {
+	out := map[string]jobSummary{}
+	for _, j := range v.Jobs {
+		out[j.ID] = jobSummary{j.Class, j.Model, j.Workers, j.Held, j.Problem != ""}
+	}
+	return out
+}
+
+func TestSnapshotFromFixtures(t *testing.T) {
+	st := openStore(t)
+	aliases := map[string]string{"resnet50": "ResNet-50 (batch size 64)"}
+	submit := time.Date(2026, 11, 29, 14, 47, 7, 0, time.Local)
+
+	t.Run("22.05-mixed", func(t *testing.T) {
+		c := fixtureClient(t, "squeue/22.05-mixed.txt", "scontrol-show-node/22.05-alloc.txt")
+		v, tp := viewFromFixtures(t, c, st, "", aliases)
+		u := jobSummary{Class: ClassUntagged}
+		wantJobs := map[string]jobSummary{
+			"1": u, "2": u, "3": u, "5": u, "6": u, "12": u, "13": u, "14": u, "15": u, "17": u,
+			"16": {Class: ClassUntagged, Held: true},
+			// vae and bert are not in the matrix; "hadar" names no model.
+			"10":   {Class: ClassPassThrough, Workers: 1, Held: true, Problem: true},
+			"7":    {Class: ClassPassThrough, Workers: 1, Held: true, Problem: true},
+			"9":    {Class: ClassPassThrough, Workers: 4, Problem: true},
+			"10_1": {Class: ClassPassThrough, Workers: 1, Problem: true},
+			// "resnet50" resolves through the configured alias.
+			"8": {Class: ClassWaiting, Model: "ResNet-50 (batch size 64)", Workers: 2, Held: true},
+		}
+		if diff := cmp.Diff(wantJobs, summarize(v)); diff != "" {
+			t.Errorf("jobs (-want +got):\n%s", diff)
+		}
+		snap := BuildSnapshot(v, tp, nil, SnapshotParams{Round: 6 * time.Minute, DefaultDuration: time.Hour})
+		want := &optimizer.Snapshot{
+			Now: v.Now, Round: 6 * time.Minute, Throughput: tp,
+			// GPUs used by other people's jobs (GresUsed, including the
+			// --gpus job 13 that squeue shows as N/A) are not offered.
+			Nodes: []optimizer.Node{{Name: "node2", Type: "v100", GPUs: 1}, {Name: "node5", Type: "k80", GPUs: 4}},
+			Jobs: []optimizer.Job{{ID: "8", Type: "ResNet-50 (batch size 64)", Workers: 2, Arrival: submit,
+				TotalSteps: 1000, RemainingSteps: 1000, Weight: 1}},
+		}
+		if diff := cmp.Diff(want, snap, cmpopts.IgnoreFields(optimizer.Snapshot{}, "Throughput")); diff != "" {
+			t.Errorf("snapshot (-want +got):\n%s", diff)
+		}
+		if n := v.Node("node3"); n.Available() != 0 || n.Type != "p100" {
+			t.Errorf("node3 = %+v", n)
+		}
+		// Whatever the policy picks, the round places job 8 and releases
+		// it together with the two jobs passed through.
+		pol, _ := optimizer.New("hadar", optimizer.Options{})
+		plan, err := pol.Plan(snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := Derive(v, snap, plan, DeriveParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds := map[ActionKind][]string{}
+		for _, a := range d.Actions {
+			kinds[a.Kind] = append(kinds[a.Kind], a.JobIDs...)
+		}
+		wantKinds := map[ActionKind][]string{
+			ActComment: {"10", "7"}, ActPlace: {"8"}, ActStartNow: {"8"}, ActRelease: {"10", "7", "8"},
+		}
+		if diff := cmp.Diff(wantKinds, kinds, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+			t.Errorf("actions (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("22.05-mixed with default_model", func(t *testing.T) {
+		c := fixtureClient(t, "squeue/22.05-mixed.txt", "scontrol-show-node/22.05-alloc.txt")
+		v, tp := viewFromFixtures(t, c, st, "ResNet-18 (batch size 32)", aliases)
+		got := summarize(v)
+		for id, want := range map[string]jobSummary{
+			"7":    {Class: ClassWaiting, Model: "ResNet-18 (batch size 32)", Workers: 1, Held: true},
+			"10":   {Class: ClassWaiting, Model: "ResNet-18 (batch size 32)", Workers: 1, Held: true},
+			"9":    {Class: ClassRunning, Model: "ResNet-18 (batch size 32)", Workers: 4},
+			"10_1": {Class: ClassRunning, Model: "ResNet-18 (batch size 32)", Workers: 1},
+		} {
+			if diff := cmp.Diff(want, got[id]); diff != "" {
+				t.Errorf("job %s (-want +got):\n%s", id, diff)
+			}
+		}
+		snap := BuildSnapshot(v, tp, nil, SnapshotParams{Round: time.Minute, DefaultDuration: time.Hour})
+		// Running hadar jobs' GPUs are the plan's to hand out again.
+		wantNodes := []optimizer.Node{{Name: "node2", Type: "v100", GPUs: 1}, {Name: "node3", Type: "p100", GPUs: 4},
+			{Name: "node4", Type: "k80", GPUs: 1}, {Name: "node5", Type: "k80", GPUs: 4}}
+		if diff := cmp.Diff(wantNodes, snap.Nodes); diff != "" {
+			t.Errorf("nodes (-want +got):\n%s", diff)
+		}
+		for _, j := range snap.Jobs {
+			if j.ID == "9" && (len(j.Current) != 1 || j.Current[0] != (optimizer.Task{Node: "node3", Type: "p100", GPUs: 4})) {
+				t.Errorf("job 9 current = %+v", j.Current)
+			}
+		}
+	})
+
+	t.Run("22.05-site", func(t *testing.T) {
+		c := fixtureClient(t, "squeue/22.05-site.txt", "scontrol-show-node/22.05-site-alloc.txt")
+		v, tp := viewFromFixtures(t, c, st, "ResNet-18 (batch size 64)", nil)
+		why := map[string]string{}
+		for _, n := range v.Nodes {
+			why[n.Name] = n.Type + "|" + n.Why
+		}
+		wantWhy := map[string]string{
+			"cpu-01":      "|no GPUs",
+			"gpu-a100-01": "|not schedulable (IDLE+DRAIN)",
+			"gpu-mix-01":  "|several GPU types (Slurm would choose the type)",
+			"gpu-v100-01": "v100|",
+			"gpu-v100-02": "v100|",
+		}
+		if diff := cmp.Diff(wantWhy, why); diff != "" {
+			t.Errorf("nodes (-want +got):\n%s", diff)
+		}
+		snap := BuildSnapshot(v, tp, nil, SnapshotParams{Round: time.Minute, DefaultDuration: time.Hour})
+		if diff := cmp.Diff([]optimizer.Node{{Name: "gpu-v100-02", Type: "v100", GPUs: 4}}, snap.Nodes); diff != "" {
+			t.Errorf("snapshot nodes (-want +got):\n%s", diff)
+		}
+		if len(snap.Jobs) != 1 || snap.Jobs[0].ID != "6" || snap.Jobs[0].Workers != 2 {
+			t.Fatalf("snapshot jobs = %+v", snap.Jobs)
+		}
+		// No steps= : the default duration on the fastest type sets the work.
+		if want := tp.Rate("ResNet-18 (batch size 64)", "v100", 2) * 3600; snap.Jobs[0].TotalSteps != want {
+			t.Errorf("total steps = %v, want %v", snap.Jobs[0].TotalSteps, want)
+		}
+	})
+}

@@ -1,0 +1,370 @@
+package bridge
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hadar-sched/hadar/optimizer"
+	"github.com/hadar-sched/hadar/slurm"
+)
+
+// JobClass says how the bridge treats a job in a round.
+type JobClass string
+
+const (
+	// ClassUntagged: not a hadar job. Never touched.
+	ClassUntagged JobClass = "untagged"
+	// ClassPassThrough: tagged, but hadar cannot schedule it (bad tag,
+	// unknown model, no GPUs, ...). If held, it is released to Slurm's own
+	// scheduler once, with the reason in its AdminComment; otherwise it is
+	// Slurm's and its GPUs count as others' work.
+	ClassPassThrough JobClass = "pass-through"
+	// ClassWaiting: tagged, pending and held: hadar may place it.
+	ClassWaiting JobClass = "waiting"
+	// ClassLaunching: tagged, placed and released by hadar, not started yet.
+	// Its GPUs are reserved; it is not re-planned (unless it overstays
+	// launch_timeout, when it is held again).
+	ClassLaunching JobClass = "launching"
+	// ClassReleased: tagged, pending, not held, and hadar has no record of
+	// placing it (released by fail-open, an admin, or a lost database):
+	// Slurm's scheduler has it.
+	ClassReleased JobClass = "released"
+	// ClassRunning: tagged and running on nodes hadar schedules: the policy
+	// may keep, move or (with preemption) stop it.
+	ClassRunning JobClass = "running"
+	// ClassPinned: tagged and holding GPUs hadar cannot re-plan (suspended,
+	// completing, or on a node hadar does not use). Left alone.
+	ClassPinned JobClass = "pinned"
+)
+
+// heldReasons are the pending reasons of a held job: JobHeldUser is what
+// job_submit.lua's priority 0 gives, JobHeldAdmin what scontrol hold and
+// requeuehold by root give.
+var heldReasons = map[string]bool{"JobHeldUser": true, "JobHeldAdmin": true}
+
+// JobView is one job of the queue as the bridge understands it.
+type JobView struct {
+	// ID is the id scontrol takes ("123", or "45_6" for an array task).
+	ID    string
+	User  string
+	State string
+	// Reason is Slurm's pending reason.
+	Reason string
+	// Tagged is true when the comment is a hadar tag (IsTagged).
+	Tagged bool
+	Tag    Tag
+	// Model is the resolved job type (a row of the matrix).
+	Model string
+	// Problem is why a tagged job is passed through to Slurm ("" if none).
+	Problem string
+	Class   JobClass
+	// Held is true for a pending job held with priority 0 (JobHeldUser or
+	// JobHeldAdmin).
+	Held bool
+	// NumNodes and GPUsPerNode are the job's request (--nodes,
+	// --gres=gpu:N); Workers is their product, the gang size.
+	NumNodes    int
+	GPUsPerNode int
+	Workers     int
+	// Nodes are the job's allocated nodes (running) or the nodes hadar
+	// placed it on (launching).
+	Nodes []string
+	// Submit is when the job was submitted; TimeUsed its run time so far.
+	Submit   time.Time
+	TimeUsed time.Duration
+	// ReleasedAt is when hadar released it (launching jobs).
+	ReleasedAt time.Time
+}
+
+// NodeView is one node as the bridge understands it.
+type NodeView struct {
+	Name  string
+	State string
+	// Schedulable is slurm.Node.Schedulable: not drained, down, ...
+	Schedulable bool
+	// SiteTypes are the configured GPUs by the site's type names.
+	SiteTypes map[string]int
+	// Type is the canonical GPU type when the node has exactly one GPU type
+	// and its name resolves; "" otherwise.
+	Type string
+	// Total GPUs configured; Used allocated to any job; Hadar allocated to
+	// running hadar jobs hadar may re-plan; Reserved held for launching
+	// hadar jobs.
+	Total, Used, Hadar, Reserved int
+	// Usable says whether hadar places work here; Why says why not.
+	Usable bool
+	Why    string
+}
+
+// Available is the number of GPUs the policy may hand out on the node:
+// everything but other people's work and launching jobs.
+func (n NodeView) Available() int {
+	if !n.Usable {
+		return 0
+	}
+	a := n.Total - (n.Used - n.Hadar) - n.Reserved
+	return max(0, min(a, n.Total))
+}
+
+// View is one round's observation, classified.
+type View struct {
+	Now   time.Time
+	Nodes []NodeView
+	// Jobs in squeue order; byID indexes them.
+	Jobs []*JobView
+	byID map[string]*JobView
+	node map[string]*NodeView
+}
+
+// Job returns the job with scontrol id id, or nil.
+func (v *View) Job(id string) *JobView { return v.byID[id] }
+
+// Node returns the node named name, or nil.
+func (v *View) Node(name string) *NodeView { return v.node[name] }
+
+// TaggedIDs is the set of ids of tagged jobs in this observation: the only
+// jobs the bridge may act on.
+func (v *View) TaggedIDs() map[string]bool {
+	out := map[string]bool{}
+	for _, j := range v.Jobs {
+		if j.Tagged {
+			out[j.ID] = true
+		}
+	}
+	return out
+}
+
+// Placed is what the state database remembers of a job hadar released.
+type Placed struct {
+	Nodes      []string
+	ReleasedAt time.Time
+}
+
+// ViewInput is what BuildView classifies.
+type ViewInput struct {
+	Now   time.Time
+	Jobs  []slurm.Job
+	Nodes []slurm.Node
+	// ResolveGPU maps a site GRES type name to a canonical GPU type.
+	ResolveGPU func(site string) (string, error)
+	// Models resolves model= names; DefaultModel is used for jobs whose
+	// model is missing or unknown ("": pass them through).
+	Models       *ModelResolver
+	DefaultModel string
+	// Throughput is the matrix: a model with no rate on any usable GPU
+	// type is passed through.
+	Throughput optimizer.Throughputs
+	// Placed are the jobs hadar placed and released, from the state
+	// database (launching jobs).
+	Placed map[string]Placed
+	// Notes receives messages worth logging (default model used, ...).
+	Notes func(jobID, msg string)
+}
+
+// BuildView classifies an observation. It is pure.
+func BuildView(in ViewInput) *View {
+	v := &View{Now: in.Now, byID: map[string]*JobView{}, node: map[string]*NodeView{}}
+	note := in.Notes
+	if note == nil {
+		note = func(string, string) {}
+	}
+	for _, n := range in.Nodes {
+		nv := NodeView{Name: n.Name, State: n.State, Schedulable: n.Schedulable(), SiteTypes: map[string]int{}}
+		for site, c := range slurm.GPUsByType(n.Gres) {
+			nv.SiteTypes[site] += c
+			nv.Total += c
+		}
+		for _, c := range slurm.GPUsByType(n.GresUsed) {
+			nv.Used += c
+		}
+		switch {
+		case nv.Total == 0:
+			nv.Why = "no GPUs"
+		case !nv.Schedulable:
+			nv.Why = "not schedulable (" + n.RawState + ")"
+		case len(nv.SiteTypes) > 1:
+			nv.Why = "several GPU types (Slurm would choose the type)"
+		default:
+			for site := range nv.SiteTypes {
+				if site == "" {
+					nv.Why = "untyped GPU GRES (type unknown)"
+					break
+				}
+				t, err := in.ResolveGPU(site)
+				if err != nil || t == "" {
+					nv.Why = fmt.Sprintf("GPU type %q unknown (add it to [gres] aliases)", site)
+					break
+				}
+				nv.Type = t
+			}
+		}
+		nv.Usable = nv.Why == ""
+		v.Nodes = append(v.Nodes, nv)
+	}
+	sort.Slice(v.Nodes, func(a, b int) bool { return v.Nodes[a].Name < v.Nodes[b].Name })
+	for i := range v.Nodes {
+		v.node[v.Nodes[i].Name] = &v.Nodes[i]
+	}
+
+	// Shapes the cluster could ever hold, for the feasibility check.
+	usableTypes := map[string]bool{}
+	for _, n := range v.Nodes {
+		if n.Usable {
+			usableTypes[n.Type] = true
+		}
+	}
+
+	for i := range in.Jobs {
+		j := &in.Jobs[i]
+		jv := &JobView{ID: j.ID(), User: j.User, State: j.State, Reason: j.Reason,
+			NumNodes: max(j.NumNodes, 1), Submit: j.SubmitTime, TimeUsed: j.TimeUsed}
+		jv.Held = j.State == "PENDING" && heldReasons[j.Reason]
+		if _, dup := v.byID[jv.ID]; dup {
+			continue // the parser already drops duplicates; be safe
+		}
+		v.byID[jv.ID] = jv
+		v.Jobs = append(v.Jobs, jv)
+		if !IsTagged(j.Comment) {
+			jv.Class = ClassUntagged
+			jv.Nodes = j.Nodes
+			continue
+		}
+		jv.Tagged = true
+		jv.Problem = v.classifyTagged(j, jv, in, usableTypes, note)
+		if jv.Problem != "" {
+			jv.Class = ClassPassThrough
+			jv.Nodes = j.Nodes
+			continue
+		}
+		switch {
+		case jv.Held:
+			jv.Class = ClassWaiting
+		case j.State == "PENDING":
+			if p, ok := in.Placed[jv.ID]; ok && len(p.Nodes) > 0 {
+				jv.Class = ClassLaunching
+				jv.Nodes = p.Nodes
+				jv.ReleasedAt = p.ReleasedAt
+			} else {
+				jv.Class = ClassReleased
+			}
+		case j.State == "RUNNING" || j.State == "CONFIGURING":
+			jv.Nodes = j.Nodes
+			jv.Class = ClassRunning
+			if len(j.Nodes) != jv.NumNodes {
+				jv.Class = ClassPinned
+			}
+			for _, name := range j.Nodes {
+				if n := v.node[name]; n == nil || !n.Usable {
+					jv.Class = ClassPinned
+				}
+			}
+		default:
+			jv.Nodes = j.Nodes
+			jv.Class = ClassPinned
+		}
+	}
+	for _, jv := range v.Jobs {
+		for _, name := range jv.Nodes {
+			n := v.node[name]
+			if n == nil {
+				continue
+			}
+			switch jv.Class {
+			case ClassRunning:
+				n.Hadar += jv.GPUsPerNode
+			case ClassLaunching:
+				n.Reserved += jv.GPUsPerNode
+			}
+		}
+	}
+	return v
+}
+
+// classifyTagged reads a tagged job's tag and request and returns why
+// hadar cannot schedule it ("" if it can).
+func (v *View) classifyTagged(j *slurm.Job, jv *JobView, in ViewInput, usableTypes map[string]bool, note func(string, string)) string {
+	if j.CommentTruncated {
+		return "the comment is longer than squeue shows (512 bytes); shorten the tag"
+	}
+	if j.Incomplete {
+		return "Slurm's record of the job could not be fully read"
+	}
+	tag, err := ParseTag(j.Comment)
+	if err != nil {
+		return err.Error()
+	}
+	jv.Tag = tag
+	gpus := slurm.GPUsByType(j.Gres)
+	for t, c := range gpus {
+		if t != "" && c > 0 {
+			return fmt.Sprintf("the job asks for a GPU type (%s); hadar places untyped --gres=gpu:N requests and chooses the type", slurm.GRES{Name: "gpu", Type: t, Count: c})
+		}
+	}
+	jv.GPUsPerNode = gpus[""]
+	if jv.GPUsPerNode <= 0 {
+		return "the job asks for no GPUs (submit with --gres=gpu:N; --gpus is not supported)"
+	}
+	jv.Workers = jv.GPUsPerNode * jv.NumNodes
+	model := tag.Model
+	var jt string
+	if model == "" {
+		err = fmt.Errorf("no model= in the tag")
+	} else if in.Models != nil {
+		jt, err = in.Models.Resolve(model)
+	} else {
+		err = fmt.Errorf("unknown model %q", clip(model))
+	}
+	if err != nil {
+		if in.DefaultModel == "" {
+			return err.Error()
+		}
+		note(jv.ID, fmt.Sprintf("%v: using default_model %q", err, in.DefaultModel))
+		jt = in.DefaultModel
+	}
+	jv.Model = jt
+	rated := false
+	for t := range usableTypes {
+		if in.Throughput.Rate(jt, t, jv.Workers) > 0 {
+			rated = true
+		}
+	}
+	if !rated {
+		return fmt.Sprintf("no throughput known for %q with %d GPUs on this cluster's GPU types", jt, jv.Workers)
+	}
+	if !v.feasible(jv) {
+		return fmt.Sprintf("no node hadar uses can hold %d node(s) x %d GPUs", jv.NumNodes, jv.GPUsPerNode)
+	}
+	return ""
+}
+
+// feasible reports whether the job's request fits the usable nodes of one
+// GPU type when they are empty.
+func (v *View) feasible(jv *JobView) bool {
+	byType := map[string]int{}
+	for _, n := range v.Nodes {
+		if n.Usable && n.Total >= jv.GPUsPerNode {
+			byType[n.Type]++
+		}
+	}
+	for _, c := range byType {
+		if c >= jv.NumNodes {
+			return true
+		}
+	}
+	return false
+}
+
+// placementString renders a node list with GPUs per node, for logs and the
+// database: "node1:2,node2:2", or "-" for none.
+func placementString(nodes []string, perNode int) string {
+	if len(nodes) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(nodes))
+	for i, n := range nodes {
+		parts[i] = fmt.Sprintf("%s:%d", n, perNode)
+	}
+	return strings.Join(parts, ",")
+}
