@@ -87,10 +87,12 @@ type Bridge struct {
 	cfg    Config
 	policy optimizer.Policy
 
-	cycleMu  sync.Mutex // one round at a time
-	round    int64
-	uids     map[string]int
-	lastSeen map[string]bool // tagged jobs in the queue at the last look
+	cycleMu sync.Mutex // one round at a time
+	round   int64
+	uids    map[string]int
+	// distrusted remembers report files already warned about.
+	distrusted map[string]time.Time
+	lastSeen   map[string]bool // tagged jobs in the queue at the last look
 
 	// backoff of the loop when slurmctld is unreachable.
 	backoffBase, backoffMax time.Duration
@@ -118,7 +120,7 @@ func New(cfg Config, deps Deps) (*Bridge, error) {
 		deps.LookupUID = lookupUID
 	}
 	b := &Bridge{deps: deps, log: deps.Logger.With("component", "bridge"), cfg: cfg,
-		uids: map[string]int{}, backoffBase: time.Second, backoffMax: 2 * time.Minute}
+		uids: map[string]int{}, distrusted: map[string]time.Time{}, backoffBase: time.Second, backoffMax: 2 * time.Minute}
 	pol, err := newPolicy(cfg)
 	if err != nil {
 		return nil, err
@@ -422,7 +424,8 @@ func (b *Bridge) updateProgress(ctx context.Context, log *slog.Logger, cfg Confi
 		if r, ok := reports[jv.ID]; ok {
 			if b.trustReport(jv, r) {
 				rp = &r
-			} else if !stored[jv.ID].ReportedAt.Equal(r.At) {
+			} else if b.distrusted[jv.ID] != r.At {
+				b.distrusted[jv.ID] = r.At // warn once per file version
 				log.Warn("ignoring progress file not owned by the job's user", "job", jv.ID, "user", jv.User, "file_uid", r.UID)
 			}
 		}
@@ -457,6 +460,11 @@ func (b *Bridge) updateProgress(ctx context.Context, log *slog.Logger, cfg Confi
 				obs = append(obs, o)
 				b.deps.Metrics.observeSample()
 			}
+		}
+	}
+	for id := range b.distrusted {
+		if !known[id] {
+			delete(b.distrusted, id)
 		}
 	}
 	var forget []string

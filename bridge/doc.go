@@ -1,0 +1,143 @@
+// Package bridge is hadar-slurmd's core: every round it observes Slurm,
+// asks an optimizer.Policy for a plan, checks it (optimizer.Check) and
+// carries it out with scontrol.
+//
+//	        +------------------+   View    +----------+  Snapshot  +--------+  Plan  +-------+  Derive  +---------+
+//	round ->| observe: squeue, | --------> | snapshot | ---------> | Policy | -----> | Check | -------> | enforce |
+//	        | scontrol show    |  classify |  (pure)  |            | (pure) |        |       | (pure)   | Executor|
+//	        | node (2 commands)|  (pure)   +----------+            +--------+        +-------+          +---------+
+//	        +------------------+
+//
+// Everything between the two Slurm ends is pure and unit-tested:
+// BuildView classifies the queue, BuildSnapshot builds the optimizer's
+// input, Derive turns the plan into Decisions and Actions. Bridge.Cycle runs
+// one round (what tests and `hadar-slurmd --once` call); Bridge.Run loops.
+//
+// # Which jobs are hadar's
+//
+// A job is tagged when its comment is exactly "hadar" or starts with
+// "hadar " (IsTagged: the rule of contrib/slurm/job_submit.lua, which holds
+// tagged jobs at submission with priority 0). The bridge never acts on any
+// other job: the Executor refuses every id that was not tagged in the
+// round's own observation, whatever the action list says.
+//
+// The tag is "hadar" followed by space-separated key=value words
+// (ParseTag): model= (job type of the matrix), steps= (total steps, > 0),
+// copies= (HadarE limit, 1..64) and weight= (priority weight, > 0); a value
+// may be double-quoted to hold spaces. model= is compared after
+// NormalizeModel (lower case, letters and digits only, "batchsize" -> "bs"),
+// so "ResNet-50 (batch size 64)", "resnet50-bs64" and "resnet-50_bs64" all
+// name the same job type; [models] aliases in the config add names
+// (ModelResolver).
+//
+// A tagged job hadar cannot schedule is passed through: a bad tag, an
+// unknown or missing model (unless default_model is set), no untyped
+// --gres=gpu:N request (no GPUs, --gpus, or a typed gpu:TYPE:N request: the
+// type is hadar's choice), no known throughput on this cluster's GPU
+// types, or a request no node could ever hold. If it is held it is
+// released once, with AdminComment "hadar: <reason>; released to Slurm's
+// scheduler", and logged. It is never left held.
+//
+// # Observe
+//
+// One squeue (slurm.JobQueryArgs) and one scontrol show node
+// (slurm.NodeQueryArgs) per round, never per job; a poll between rounds is
+// one squeue. Jobs are classified (JobClass): waiting (tagged, pending,
+// held), launching (released by hadar, not started; the state database
+// remembers where), released (pending, not held, no record: Slurm's
+// scheduler has it), running, pinned (suspended, completing, or on a node
+// hadar does not use), pass-through and untagged.
+//
+// Nodes: hadar places work only on schedulable nodes with exactly one GPU
+// type (resolved by [gres] aliases, then profiles.Store.ResolveGPUType); a
+// node with two types is shown but not used (Slurm would pick the type),
+// and drained/down nodes get no new work. A node offers the policy its
+// configured GPUs minus those allocated to work hadar does not manage
+// (GresUsed minus running hadar jobs; GresUsed also counts --gpus jobs that
+// squeue shows as N/A) minus launching hadar jobs. GPUs of running hadar
+// jobs are the plan's to hand out again; the job's Current says where it is.
+//
+// # Enforce
+//
+// Jobs ask for untyped --gres=gpu:N (N per node) and hadar chooses the GPU
+// type by choosing the node, because changing a pending job's GPU type is
+// broken in Slurm 22.05. Derive:
+//
+//   - A running job keeps its nodes unless the plan moves it and the
+//     estimated gain (remaining steps at the current rate minus at the new
+//     rate) exceeds migration_penalty; then it migrates: requeuehold ->
+//     update NodeList -> StartTime=now -> release. NodeList is never sent
+//     to a running job. A running job the plan drops is stopped (requeuehold)
+//     only with preemption = true; otherwise it keeps running and keeps its
+//     GPUs.
+//   - A waiting job the plan schedules is placed on a shape Slurm enforces
+//     with NodeList alone: one node holding all its GPUs (--nodes=1), or
+//     exactly its --nodes nodes with --gres GPUs each (the nodes may differ
+//     in type: Hadar's task-level placement; the gang runs at its slowest
+//     worker's pace). A plan that splits a one-node gang is re-shaped onto a
+//     single free node of the planned type; if the planned type is busy
+//     (running jobs the policy wanted to move were kept), the job's next
+//     fastest free type is used, as the policy's own second pass would;
+//     otherwise the job is deferred (stays held) and the log says why.
+//   - Order of a round: AdminComments of pass-throughs, holds, one
+//     requeuehold for all moves, one NodeList update per placed job, one
+//     StartTime=now for all of them, one release for all placed and
+//     passed-through jobs.
+//   - Only held jobs are released and NodeList goes only to pending jobs,
+//     all judged from the round's own observation, so a restart or a
+//     repeated round never applies an action twice (a repeated release
+//     would lower a job's priority in 22.05).
+//   - A released job that does not start within launch_timeout (its GPUs
+//     were taken meanwhile) is held again and re-planned. A released job
+//     pending with reason BeginTime gets StartTime=now again: in 22.05 a
+//     requeue completes after scontrol returns and then sets EligibleTime
+//     to now+120 s, overriding the StartTime=now sent with the migration;
+//     the loop looks again min_round_gap after any migration for this.
+//   - HadarE copies: Slurm runs one allocation per job, so a copies plan is
+//     carried out as its fastest copy that holds the whole gang.
+//
+// Execution (Executor): a failed action does not stop the others; later
+// steps of the same job (a place after its failed requeuehold, a release
+// after its failed place) are skipped; nothing is retried within the round:
+// the next round derives the work again from what Slurm then shows.
+// Batched scontrol calls go on past a bad id (observed on 22.05). After
+// slurmctld is found unreachable the rest of the round is skipped.
+//
+// # Progress
+//
+// A job reports its total steps done with WriteProgress (what `hadar
+// report --steps N` calls): spool_dir/progress/<jobid>.json, written
+// atomically. spool_dir must be on a filesystem the compute nodes share;
+// its progress directory is mode 1777 (sticky) so every job can report and
+// none can replace another user's report. ReadProgress skips symlinks,
+// large or malformed files without echoing them; the bridge trusts a report
+// only if the file belongs to the job's user (or root). A report replaces
+// the estimate; two reports on an unchanged single-type placement give a
+// learned-throughput sample (profiles.Store.RecordObservation; not in dry
+// runs). Jobs that never report are estimated from run time x matrix rate
+// on the GPU type they ran on, accumulated per round in the state database.
+// A job without steps= is assumed to run default_duration on its fastest
+// type.
+//
+// # State and restarts
+//
+// state.db (SQLite, 0600, in data_dir, separate from the throughput
+// database) holds rounds, decisions, actions, where released jobs were
+// placed, progress and learned samples (State). On start the bridge
+// continues the round numbering and rebuilds everything else from Slurm: a
+// missing database loses history and estimates, never jobs. A file that is
+// not SQLite or fails PRAGMA quick_check is moved to
+// state.db.corrupt-<time> and replaced, with an error in the log.
+//
+// # Loop and failure
+//
+// Run starts a round at once, then every round, and early (no sooner than
+// min_round_gap after the last) when a poll every poll_interval sees a
+// tagged job arrive or leave. A round that cannot observe (slurmctld down:
+// slurm.ErrControllerDown, timeouts, ...) changes nothing, is logged, and
+// is retried after an exponential backoff (1 s doubling, at most 2 min).
+// Dry run: actions are logged (and printed by --once), nothing is changed.
+// ReleaseAll is the fail-open step: one scontrol release of every held
+// tagged job, called when the daemon stops (SIGTERM/SIGINT) and by
+// `hadar-slurmd --release-all`.
+package bridge

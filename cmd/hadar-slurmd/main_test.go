@@ -1,0 +1,62 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFlagsAndConfig(t *testing.T) {
+	t.Setenv("HADAR_CONFIG", "")
+	dir := t.TempDir()
+	good := filepath.Join(dir, "hadar.toml")
+	if err := os.WriteFile(good, []byte("round = \"2m\"\npolicy = \"gavel\"\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "bad.toml")
+	if err := os.WriteFile(bad, []byte("\nround = \"6 minutes\"\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+
+	o, err := parseFlags([]string{"--config", good, "--dry-run", "--round", "30s", "--log-format", "json"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _, err := loadConfig(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.DryRun || cfg.Round.Duration != 30*time.Second || cfg.Policy != "gavel" || cfg.Log.Format != "json" {
+		t.Errorf("flags over file: %+v", cfg)
+	}
+
+	// The default path may be missing: defaults. An explicit one may not.
+	o, _ = parseFlags([]string{"--policy", "hadar"}, &bytes.Buffer{})
+	o.config = filepath.Join(dir, "missing.toml")
+	if cfg, src, err := loadConfig(o); err != nil || !strings.HasPrefix(src, "defaults") || cfg.Round.Duration != 360*time.Second {
+		t.Errorf("no config file: %v %q %v", cfg.Round, src, err)
+	}
+	var stderr bytes.Buffer
+	if code := run([]string{"--config", filepath.Join(dir, "missing.toml")}, &bytes.Buffer{}, &stderr); code != 2 {
+		t.Errorf("explicit missing config: exit %d", code)
+	}
+	stderr.Reset()
+	if code := run([]string{"--config", bad}, &bytes.Buffer{}, &stderr); code != 2 || !strings.Contains(stderr.String(), "bad.toml:2") {
+		t.Errorf("bad config: exit %d, %q", code, stderr.String())
+	}
+	stderr.Reset()
+	if code := run([]string{"--policy", "nope", "--config", good}, &bytes.Buffer{}, &stderr); code != 2 || !strings.Contains(stderr.String(), "unknown policy") {
+		t.Errorf("bad policy: exit %d, %q", code, stderr.String())
+	}
+	t.Setenv("HADAR_CONFIG", bad)
+	if o, _ := parseFlags(nil, &bytes.Buffer{}); o.config != bad || !o.configSet {
+		t.Errorf("HADAR_CONFIG: %+v", o)
+	}
+	var stdout bytes.Buffer
+	if code := run([]string{"--version"}, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "hadar-slurmd ") {
+		t.Errorf("--version: %d %q", code, stdout.String())
+	}
+}
