@@ -14,7 +14,8 @@ package optimizer
 // sum_i X[i][k]*scale[i] <= capacity[k] and X[i][k] = 0 where thr[i][k] == 0
 // (Gavel's own LPs leave the last one implicit). Rows of jobs that cannot
 // run on any type with capacity are 0, and so are rows of jobs that the
-// policy ignores (see each function). Entries below 1e-9 are zeroed.
+// policy ignores (see each function). Solver noise (entries below 1e-9 that
+// carry a negligible share of the job's throughput) is zeroed.
 //
 // All three LPs reduce to solveMaxMin (lp.go): maximize z subject to
 // util_i(X) >= z for every job, with a per-policy utility. Like Gavel, no

@@ -403,8 +403,14 @@ func TestGavelLPBadInput(t *testing.T) {
 			_, err := maxMinFairnessAlloc([][]float64{{math.NaN(), 1}}, []float64{1}, nil, []float64{1, 1})
 			return err
 		}},
-		{"zero weight", func() error { _, err := maxMinFairnessAlloc(thr, []float64{1}, []float64{0}, []float64{1, 1}); return err }},
-		{"zero scale", func() error { _, _, err := minTotalDurationAlloc(thr, []float64{0}, []float64{1}, []float64{1, 1}); return err }},
+		{"zero weight", func() error {
+			_, err := maxMinFairnessAlloc(thr, []float64{1}, []float64{0}, []float64{1, 1})
+			return err
+		}},
+		{"zero scale", func() error {
+			_, _, err := minTotalDurationAlloc(thr, []float64{0}, []float64{1}, []float64{1, 1})
+			return err
+		}},
 		{"remaining missing", func() error { _, _, err := minTotalDurationAlloc(thr, []float64{1}, nil, []float64{1, 1}); return err }},
 		{"elapsed length", func() error {
 			_, _, err := finishTimeFairnessAlloc(thr, []float64{1}, nil, []float64{1}, []float64{1, 2}, nil, 0, []float64{1, 1})

@@ -10,36 +10,43 @@ package optimizer
 //     "infeasible" and "unbounded" outcomes to wrapped sentinel errors.
 //   - solveMaxMin: a primal-dual interior-point method (Mehrotra
 //     predictor-corrector) specialised to the one LP shape that all of
-//     Gavel's policies reduce to ("maximize z s.t. every job's utility >= z,
-//     each job's time fractions sum to <= 1, per-type GPU capacity"). Its
-//     normal equations are block-diagonal (one 2x2 block per job) plus an
-//     n x n border (one row per GPU type) plus a rank-one term (z), so each
-//     iteration costs O(jobs * types^2) instead of a dense factorisation.
+//     Gavel's policies reduce to: maximize z s.t. every job's utility >= z,
+//     each job's time fractions sum to <= 1, per-type GPU capacity. With z
+//     split into per-job copies (see maxMinIPM), its normal equations are
+//     block tridiagonal (3x3 blocks, one per job) plus an n-row border (one
+//     row per GPU type), so an iteration costs O(jobs * types^2) and a solve
+//     takes 6-21 iterations on the benchmark instances.
 //
-// Measured on the 2-core development machine (go test -bench, n = 3 GPU
-// types, Gavel-like random instances, 36:36:36 GPUs), time per
-// max_min_fairness_perf solve:
+// Measured on the 2-core development machine with go test -bench
+// (gavel_lp_bench_test.go: n = 3 GPU types, 36:36:36 GPUs, Gavel-like jobs),
+// time per max_min_fairness_perf solve:
 //
 //	jobs   gonum Simplex (dense)   solveMaxMin (structured IPM)
-//	  10          1.2 ms                     0.08 ms
-//	 100          1.2 s                      0.6 ms
-//	 500         ~2 min (one run)            3.5 ms
-//	1000         > 10 min (stopped)          7 ms
+//	  10         1.1 ms                   0.07 ms
+//	 100         0.77 s                   1.0 ms
+//	 500         114 s                    6.2 ms
+//	1000         SIMPLEX1000             13 ms
 //
-// gonum's Simplex refactorises the dense (2m+n)x(2m+n) basis several times per
-// pivot and needs O(m) pivots, so it is far beyond the ~2 s budget at 1000
-// jobs. The structured IPM is exact up to its 1e-9 tolerance, pure Go and
-// allocation-light, so it is what the policies use; the gonum path is kept as
-// a fallback for small problems should the IPM ever fail to converge, and as
-// the reference the tests cross-check the IPM against. cgo solvers (GLPK,
-// HiGHS) were not needed.
+// (min_total_duration_perf: 19 ms at 1000 jobs; finish_time_fairness_perf,
+// which bisects over ~11 such LPs: 0.19 s at 1000 jobs.)
+//
+// gonum's Simplex solves dense (2m+n)x(2m+n) systems several times per pivot
+// and needs O(m) pivots, so it is far beyond the ~2 s budget at 1000 jobs; it
+// also failed (singular basis) on ~0.7% of random stress instances that the
+// IPM solved. The IPM is pure Go, needs no cgo solver (GLPK, HiGHS), and is
+// what the policies use; it is cross-checked against gonum's Simplex in the
+// tests (same optimum to 1e-7, and 0 failures and a worst shortfall of 4e-8
+// on 4000 adversarial random instances during development). The Simplex path
+// remains as a fallback for problems of up to 100 jobs should the IPM ever
+// fail to converge.
 //
 // A caveat that matters for reproducing Gavel: its LPs usually have many
-// optimal solutions. Gavel solves them with cvxpy's default interior-point
-// solver (ECOS), which lands near the centre of the optimal face; a simplex
-// method lands on a vertex instead (e.g. two identical jobs get different
-// GPU types). The IPM here behaves like Gavel's solver: identical jobs get
-// identical rows, and ties are split rather than given to one job.
+// optimal solutions. Gavel solves them with cvxpy's default solver, ECOS,
+// an interior-point method, which lands in the interior of the optimal face;
+// a simplex method lands on a vertex instead (e.g. two identical jobs get
+// different GPU types). The IPM here behaves like Gavel's: identical jobs
+// get identical rows, and ties are split rather than given to one job. The
+// exact point within the face still differs from ECOS's.
 
 import (
 	"errors"
@@ -244,7 +251,7 @@ func (b *lpBuilder) Solve() ([]float64, float64, error) {
 // does not converge, falls back to gonum's Simplex for problems of up to
 // simplexFallbackJobs jobs. The returned X satisfies every constraint
 // exactly (up to float rounding): the IPM's tiny residuals are removed by
-// scaling rows and columns down, and entries below 1e-9 are zeroed.
+// scaling rows and columns down, and noise entries below 1e-9 are zeroed.
 func solveMaxMin(util [][]float64, size, capacity []float64) ([][]float64, float64, error) {
 	p, err := newMaxMinIPM(util, size, capacity)
 	if err != nil {
@@ -282,17 +289,25 @@ func solveMaxMin(util [][]float64, size, capacity []float64) ([][]float64, float
 const simplexFallbackJobs = 100
 
 // repairAlloc makes X exactly feasible: it clips entries to [0, 1], zeroes
-// entries below 1e-9 and where util is 0, scales rows whose sum exceeds 1
+// them where util is 0 and where they are solver noise (below 1e-9 and
+// carrying less than 1e-9 of the row's utility), scales rows whose sum exceeds 1
 // and columns whose load exceeds capacity, and returns the resulting
 // min_i sum_k util[i][k]*X[i][k] (0 when there are no jobs).
 func repairAlloc(X, util [][]float64, size, capacity []float64) float64 {
 	for i, row := range X {
-		sum := 0.0
+		u := 0.0
 		for k, v := range row {
-			if v < 1e-9 || util[i][k] <= 0 || math.IsNaN(v) {
+			if util[i][k] <= 0 || !(v > 0) {
 				v = 0
 			}
 			row[k] = math.Min(v, 1)
+			u += util[i][k] * row[k]
+		}
+		sum := 0.0
+		for k, v := range row {
+			if v < 1e-9 && util[i][k]*v <= 1e-9*u {
+				row[k] = 0 // solver noise
+			}
 			sum += row[k]
 		}
 		if sum > 1 {
@@ -339,7 +354,8 @@ func repairAlloc(X, util [][]float64, size, capacity []float64) float64 {
 // over the edges e = (i, k) with util[i][k] > 0 and capacity[k] > 0. Rows
 // are scaled for conditioning: a_e = util[i][k]/alpha_i with alpha_i the
 // job's largest utility, sig_e = size[i]/capacity[k], z = zscale*zhat with
-// zscale = min_i alpha_i (an upper bound on z), g_i = zscale/alpha_i.
+// zscale the geometric mean of a lower and an upper bound on z (see
+// newMaxMinIPM), g_i = zscale/alpha_i.
 //
 // z itself would be a dense column (it meets every U row), which makes
 // A D Aᵀ dense; eliminating it by Sherman-Morrison or bordering is unstable
@@ -388,7 +404,7 @@ func newMaxMinIPM(util [][]float64, size, capacity []float64) (*maxMinIPM, error
 			return nil, fmt.Errorf("%w: capacity[%d] = %v", errLPInput, k, c)
 		}
 	}
-	p := &maxMinIPM{m: m, n: n, start: make([]int, m+1), g: make([]float64, m), zscale: math.Inf(1)}
+	p := &maxMinIPM{m: m, n: n, start: make([]int, m+1), g: make([]float64, m)}
 	alpha := make([]float64, m)
 	for i, row := range util {
 		if len(row) != n {
@@ -408,7 +424,6 @@ func newMaxMinIPM(util [][]float64, size, capacity []float64) (*maxMinIPM, error
 		if alpha[i] == 0 {
 			return nil, fmt.Errorf("%w: job %d can run on no GPU type with capacity", errLPInput, i)
 		}
-		p.zscale = math.Min(p.zscale, alpha[i])
 	}
 	for i, row := range util {
 		p.start[i] = len(p.typ)
@@ -419,9 +434,38 @@ func newMaxMinIPM(util [][]float64, size, capacity []float64) (*maxMinIPM, error
 				p.sig = append(p.sig, size[i]/capacity[k])
 			}
 		}
-		p.g[i] = p.zscale / alpha[i]
 	}
 	p.start[m] = len(p.typ)
+	// Bracket z: zlo from a feasible allocation (every edge of type k gets
+	// min(1/n, capacity_k / total size on k)), zhi from each job alone on
+	// its best type; scale by their geometric mean so that zhat* is of
+	// order 1 even when the bracket is wide.
+	if m > 0 {
+		load := make([]float64, n)
+		for i := 0; i < m; i++ {
+			for e := p.start[i]; e < p.start[i+1]; e++ {
+				load[p.typ[e]] += size[i]
+			}
+		}
+		zlo, zhi := math.Inf(1), math.Inf(1)
+		for i := 0; i < m; i++ {
+			lo, hi := 0.0, 0.0
+			for e := p.start[i]; e < p.start[i+1]; e++ {
+				k := p.typ[e]
+				u := p.a[e] * alpha[i]
+				lo += u * math.Min(1/float64(n), capacity[k]/load[k])
+				hi = math.Max(hi, u*math.Min(1, capacity[k]/size[i]))
+			}
+			zlo, zhi = math.Min(zlo, lo), math.Min(zhi, hi)
+		}
+		p.zscale = math.Sqrt(zlo * zhi)
+		if !(p.zscale > 0) || math.IsInf(p.zscale, 0) {
+			p.zscale = zhi
+		}
+	}
+	for i := range p.g {
+		p.g[i] = p.zscale / alpha[i]
+	}
 	p.ne = len(p.typ)
 	p.oz = p.ne
 	p.op = p.oz + m
@@ -749,8 +793,8 @@ func (p *maxMinIPM) solveM(r, y []float64) {
 	}
 }
 
-// IPM tolerances: primal and dual residuals and relative duality gap of the
-// scaled problem (whose data are all of order 1).
+// IPM tolerances on the relative primal and dual residuals and duality gap
+// (see solve).
 const (
 	ipmTol       = 1e-9
 	ipmLooseTol  = 1e-7 // accepted if the method stalls before ipmTol
@@ -835,14 +879,13 @@ func (p *maxMinIPM) solve() ([]float64, error) {
 	var pres, dres, gap float64
 	for iter := 0; iter < ipmMaxIter; iter++ {
 		p.mulA(v, tr)
-		pres = 0
+		p.mulAT(y, tv)
+		mu, pobj, dobj := 0.0, 0.0, 0.0
 		for j := range rp {
 			rp[j] = b[j] - tr[j]
-			pres = math.Max(pres, math.Abs(rp[j]))
+			dobj += b[j] * y[j]
 		}
-		p.mulAT(y, tv)
 		dres = 0
-		mu, pobj, dobj := 0.0, 0.0, 0.0
 		for j := range rd {
 			rd[j] = c[j] - tv[j] - w[j]
 			dres = math.Max(dres, math.Abs(rd[j]))
@@ -850,10 +893,24 @@ func (p *maxMinIPM) solve() ([]float64, error) {
 			pobj += c[j] * v[j]
 		}
 		mu /= float64(nv)
-		for j := range b {
-			dobj += b[j] * y[j]
+		// Everything is measured relative to the objective zhat (> 0 at
+		// the optimum): U and L rows in units of zhat, the dual residual
+		// by its effect on the dual bound (all primal values are <= ~1).
+		zref := math.Max(math.Abs(pobj), 1e-300)
+		pres = 0
+		for j, r := range rp {
+			r = math.Abs(r)
+			switch {
+			case j >= p.oc:
+			case j%3 == 0:
+				r /= p.g[j/3] * zref
+			case j%3 == 2:
+				r /= zref
+			}
+			pres = math.Max(pres, r)
 		}
-		gap = math.Abs(pobj-dobj) / (1 + math.Abs(pobj))
+		dres *= float64(p.m+p.n) / zref
+		gap = math.Abs(pobj-dobj) / zref
 		score := math.Max(pres, math.Max(dres, gap))
 		if score < bestScore {
 			bestScore = score

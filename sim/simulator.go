@@ -139,6 +139,7 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 		cfg.MaxSimulatedTime = 10 * 365 * 24 * time.Hour
 	}
 	wallStart := time.Now()
+	limiter, _ := cfg.Policy.(optimizer.CopyLimiter)
 	nodes := cfg.Cluster.Nodes()
 	capacity := cfg.Cluster.GPUs
 	round := cfg.Round.Seconds()
@@ -202,6 +203,11 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 		}
 		for i, j := range active {
 			snap.Jobs[i] = j.Job
+			if limiter != nil && j.MaxCopies == 0 {
+				// Trace jobs set no copy limit: declare the policy's
+				// default, so that Check enforces it.
+				snap.Jobs[i].MaxCopies = limiter.CopyLimit(snap, &snap.Jobs[i])
+			}
 		}
 		t0 := time.Now()
 		plan, err := cfg.Policy.Plan(snap)
