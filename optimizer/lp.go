@@ -796,8 +796,11 @@ func (p *maxMinIPM) solveM(r, y []float64) {
 // IPM tolerances on the relative primal and dual residuals and duality gap
 // (see solve).
 const (
-	ipmTol       = 1e-9
-	ipmLooseTol  = 1e-7 // accepted if the method stalls before ipmTol
+	ipmTol = 1e-9
+	// ipmLooseTol is accepted if the method stalls before ipmTol: X is
+	// repaired to exact feasibility afterwards (repairAlloc), and an
+	// allocation within 1e-5 of the optimum schedules the same rounds.
+	ipmLooseTol  = 1e-5
 	ipmMaxIter   = 200
 	ipmStepScale = 0.995
 )
