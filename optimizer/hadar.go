@@ -34,6 +34,9 @@ type Hadar struct {
 	MigrationPenalty float64
 	// PriceRounds bounds the tatonnement iterations.
 	PriceRounds int
+
+	// prices are the last round's balanced prices, the next round's start.
+	prices map[string]float64
 }
 
 func init() {
@@ -189,60 +192,81 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 // on the type cheapest for its remaining work) load every type about
 // equally, and returns them with the resulting load: the time the busiest
 // type needs for its share of the work, a fluid estimate of the remaining
-// makespan.
+// makespan. It starts from the previous round's prices (the workload changes
+// little between rounds) and stops once the loads are within 1%.
 func (p *Hadar) balancePrices(jobs []*hadarJob, types []string, capacity map[string]int) (map[string]float64, float64) {
-	prices := map[string]float64{}
-	for _, t := range types {
+	k := len(types)
+	prices := make([]float64, k)
+	for t, name := range types {
 		prices[t] = 1
-	}
-	if len(jobs) == 0 {
-		return prices, 0
-	}
-	best := map[string]float64{}
-	bestLoad := math.Inf(1)
-	load := map[string]float64{}
-	for iter := 0; iter < max(1, p.PriceRounds); iter++ {
-		for _, t := range types {
-			load[t] = 0
+		if v, ok := p.prices[name]; ok && v > 0 {
+			prices[t] = v
 		}
-		for _, h := range jobs {
-			pick, cost := "", math.Inf(1)
-			for _, t := range h.prefs {
-				if c := prices[t] / h.rates[t]; c < cost {
-					pick, cost = t, c
+	}
+	// work[j*k+t] is job j's GPU-seconds on type t (0: cannot run there).
+	work := make([]float64, len(jobs)*k)
+	for j, h := range jobs {
+		for t, name := range types {
+			if r := h.rates[name]; r > 0 {
+				work[j*k+t] = float64(h.Workers) * h.RemainingSteps / r
+			}
+		}
+	}
+	best := make([]float64, k)
+	copy(best, prices)
+	bestLoad := math.Inf(1)
+	load := make([]float64, k)
+	for iter := 0; iter < max(1, p.PriceRounds) && len(jobs) > 0; iter++ {
+		clear(load)
+		for j := range jobs {
+			pick, cost := -1, math.Inf(1)
+			for t := 0; t < k; t++ {
+				if w := work[j*k+t]; w > 0 && prices[t]*w < cost {
+					pick, cost = t, prices[t]*w
 				}
 			}
-			load[pick] += float64(h.Workers) * h.RemainingSteps / h.rates[pick]
+			if pick >= 0 {
+				load[pick] += work[j*k+pick]
+			}
 		}
 		maxLoad, mean, n := 0.0, 0.0, 0
-		for _, t := range types {
-			if capacity[t] == 0 {
+		for t, name := range types {
+			if capacity[name] == 0 {
 				continue
 			}
-			load[t] /= float64(capacity[t])
+			load[t] /= float64(capacity[name])
 			maxLoad = math.Max(maxLoad, load[t])
 			mean += load[t]
 			n++
 		}
+		if n == 0 {
+			break
+		}
 		mean /= float64(n)
 		if maxLoad < bestLoad {
 			bestLoad = maxLoad
-			for t, v := range prices {
-				best[t] = v
-			}
+			copy(best, prices)
 		}
-		if mean <= 0 {
+		if mean <= 0 || maxLoad <= 1.01*mean {
 			break
 		}
 		// Raise the price of overloaded types, lower the others; the step
 		// shrinks so that jobs stop flapping between types.
 		step := 0.5 / (1 + float64(iter)/10)
-		for _, t := range types {
+		for t := range prices {
 			f := math.Pow(math.Max(load[t], 1e-9*mean)/mean, step)
 			prices[t] *= math.Min(2, math.Max(0.5, f))
 		}
 	}
-	return best, bestLoad
+	out := make(map[string]float64, k)
+	for t, name := range types {
+		out[name] = best[t]
+	}
+	p.prices = out
+	if math.IsInf(bestLoad, 1) {
+		bestLoad = 0
+	}
+	return out, bestLoad
 }
 
 // pickType returns the first of cands with room for the job's gang, keeping

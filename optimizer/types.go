@@ -61,6 +61,9 @@ type Snapshot struct {
 	// Jobs are the jobs waiting or running, in no particular order.
 	Jobs       []Job
 	Throughput Throughputs
+	// FastestFirst optionally caches TypesFastestFirst for drivers that plan
+	// many rounds over the same matrix and cluster; nil means compute it.
+	FastestFirst []string
 }
 
 // Plan assigns tasks to jobs for the next round. A job absent from
@@ -112,6 +115,9 @@ func (s *Snapshot) Types() []string {
 // TypesFastestFirst orders the snapshot's GPU types by their mean throughput
 // over the jobs' types, fastest first (v100, p100, k80 on Gavel's data).
 func (s *Snapshot) TypesFastestFirst() []string {
+	if s.FastestFirst != nil {
+		return append([]string(nil), s.FastestFirst...)
+	}
 	types := s.Types()
 	score := map[string]float64{}
 	for _, h := range types {

@@ -172,6 +172,8 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 		res.Wall = time.Since(wallStart)
 		return res, nil
 	}
+	fastestFirst := (&optimizer.Snapshot{Nodes: nodes, Throughput: cfg.Throughputs}).TypesFastestFirst()
+	var jobBuf []optimizer.Job
 	now := order[0].arrival
 	next := 0 // next job in order to arrive
 	var active []*simJob
@@ -194,12 +196,18 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 			now = order[next].arrival
 			continue
 		}
+		// The job slice is reused round after round; a policy must not keep
+		// it past its Plan call.
+		if cap(jobBuf) < len(active) {
+			jobBuf = make([]optimizer.Job, len(active), len(order))
+		}
 		snap := &optimizer.Snapshot{
-			Now:        Epoch.Add(seconds(now)),
-			Round:      cfg.Round,
-			Nodes:      nodes,
-			Jobs:       make([]optimizer.Job, len(active)),
-			Throughput: cfg.Throughputs,
+			Now:          Epoch.Add(seconds(now)),
+			Round:        cfg.Round,
+			Nodes:        nodes,
+			Jobs:         jobBuf[:len(active)],
+			Throughput:   cfg.Throughputs,
+			FastestFirst: fastestFirst,
 		}
 		for i, j := range active {
 			snap.Jobs[i] = j.Job
