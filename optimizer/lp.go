@@ -25,7 +25,7 @@ package optimizer
 //	  10         1.1 ms                   0.07 ms
 //	 100         0.77 s                   1.0 ms
 //	 500         114 s                    6.2 ms
-//	1000         SIMPLEX1000             13 ms
+//	1000        > 15 min (stopped)        13 ms
 //
 // (min_total_duration_perf: 19 ms at 1000 jobs; finish_time_fairness_perf,
 // which bisects over ~11 such LPs: 0.19 s at 1000 jobs.)
