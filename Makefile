@@ -66,3 +66,38 @@ cluster-down:
 
 clean:
 	rm -rf $(BIN) out
+
+# ---------------------------------------------------------------- install, man pages
+# make install [PREFIX=/usr/local] [DESTDIR=/tmp/stage]: hadar to BINDIR, hadar-slurmd to
+# SBINDIR, the systemd unit to UNITDIR (its ExecStart follows SBINDIR), the example config
+# to SYSCONFDIR/hadar/hadar.toml.example (0640; an existing hadar.toml is never touched),
+# job_submit.lua to DATADIR, the man pages to MANDIR/man{1,5,8}.
+BINDIR     ?= $(PREFIX)/bin
+SBINDIR    ?= $(PREFIX)/sbin
+DATADIR    ?= $(PREFIX)/share/hadar
+MANDIR     ?= $(PREFIX)/share/man
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+SYSCONFDIR ?= /etc
+INSTALL    ?= install
+
+.PHONY: install man
+
+## install: binaries, systemd unit, example config, job_submit.lua and man pages (PREFIX, DESTDIR)
+install: build
+	$(INSTALL) -d -m 0755 $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DATADIR) \
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(SYSCONFDIR)/hadar
+	$(INSTALL) -m 0755 $(BIN)/hadar $(DESTDIR)$(BINDIR)/hadar
+	$(INSTALL) -m 0755 $(BIN)/hadar-slurmd $(DESTDIR)$(SBINDIR)/hadar-slurmd
+	sed 's|/usr/local/sbin/hadar-slurmd|$(SBINDIR)/hadar-slurmd|g' contrib/systemd/hadar-slurmd.service >$(DESTDIR)$(UNITDIR)/hadar-slurmd.service.tmp
+	chmod 0644 $(DESTDIR)$(UNITDIR)/hadar-slurmd.service.tmp
+	mv -f $(DESTDIR)$(UNITDIR)/hadar-slurmd.service.tmp $(DESTDIR)$(UNITDIR)/hadar-slurmd.service
+	$(INSTALL) -m 0640 contrib/hadar.toml $(DESTDIR)$(SYSCONFDIR)/hadar/hadar.toml.example
+	$(INSTALL) -m 0644 contrib/slurm/job_submit.lua $(DESTDIR)$(DATADIR)/job_submit.lua
+	$(INSTALL) -m 0644 man/hadar.1 $(DESTDIR)$(MANDIR)/man1/hadar.1
+	$(INSTALL) -m 0644 man/hadar.toml.5 $(DESTDIR)$(MANDIR)/man5/hadar.toml.5
+	$(INSTALL) -m 0644 man/hadar-slurmd.8 $(DESTDIR)$(MANDIR)/man8/hadar-slurmd.8
+	@echo "installed; next steps: docs/admin-guide.md (enable job_submit.lua, then systemctl daemon-reload && systemctl enable --now hadar-slurmd)"
+
+## man: regenerate man/hadar.1, man/hadar-slurmd.8, man/hadar.toml.5 and docs/config.md from the code
+man:
+	HADAR_UPDATE_MAN=1 $(GO) test -count=1 -run '^TestManPages?$$' ./cmd/hadar ./cmd/hadar-slurmd

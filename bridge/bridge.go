@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -92,7 +93,7 @@ type Bridge struct {
 	uids    map[string]int
 	// distrusted remembers report files already warned about.
 	distrusted map[string]time.Time
-	lastSeen   map[string]bool // tagged jobs in the queue at the last look
+	lastSeen   map[string]string // tagged jobs in the queue at the last look -> state
 
 	// backoff of the loop when slurmctld is unreachable.
 	backoffBase, backoffMax time.Duration
@@ -315,11 +316,15 @@ func (b *Bridge) Cycle(ctx context.Context) (RoundReport, error) {
 				log.Debug("action done", "command", r.Action.String(), "duration", r.Duration)
 			}
 		}
+		// Copies jobs: tell their copies what runs where (copies.go).
+		for _, err := range b.writeCopyPlans(cfg, rep.Number, der.Copies, rep.Results, clock.Now()) {
+			log.Warn("could not write a copies plan", "err", err)
+		}
 	}
 	rep.Enforce = clock.Now().Sub(enforceStart)
 
 	// Remember what was released where, and the round.
-	w := RoundWrite{Progress: progress, Models: map[string]string{}, Forget: forget, Observations: observations, Placed: map[string]Placed{}}
+	w := RoundWrite{Decisions: rep.Decisions, Results: rep.Results, Progress: progress, Models: map[string]string{}, Forget: forget, Observations: observations, Placed: map[string]Placed{}}
 	for id := range progress {
 		if jv := view.Job(id); jv != nil {
 			w.Models[id] = jv.Model
@@ -363,6 +368,9 @@ func (b *Bridge) Cycle(ctx context.Context) (RoundReport, error) {
 	}
 	if err := b.state.WriteRound(ctx, w); err != nil {
 		log.Error("could not record the round", "err", err)
+	}
+	if err := b.state.RecordHistory(ctx, rep); err != nil {
+		log.Warn("could not record the round's history", "err", err)
 	}
 	b.setLastSeen(view)
 	b.deps.Metrics.observeRound(rep, nil)
@@ -415,10 +423,10 @@ func (b *Bridge) updateProgress(ctx context.Context, log *slog.Logger, cfg Confi
 	out := map[string]JobProgress{}
 	var obs []ObservationRecord
 	known := map[string]bool{}
-	for _, jv := range v.Jobs {
+	for _, jv := range slices.Concat(v.Jobs, v.copyJobViews()) {
 		known[jv.ID] = true
-		if !jv.Tagged || jv.Model == "" {
-			continue
+		if !jv.Tagged || jv.Model == "" || jv.CopyOf != "" {
+			continue // a copy's progress is its copies job's (copies.go)
 		}
 		var rp *Progress
 		if r, ok := reports[jv.ID]; ok {
@@ -445,6 +453,9 @@ func (b *Bridge) updateProgress(ctx context.Context, log *slog.Logger, cfg Confi
 					gpuType = t
 				}
 			}
+		}
+		if g := v.CopyGroup(jv.ID); g != nil {
+			gpuType, rate = g.copyRate(v, tp)
 		}
 		pr, smp := advanceProgress(stored[jv.ID], jv, gpuType, rate, rp, now)
 		out[jv.ID] = pr
@@ -498,17 +509,18 @@ func (b *Bridge) trustReport(jv *JobView, r Progress) bool {
 }
 
 func (b *Bridge) setLastSeen(v *View) {
-	seen := map[string]bool{}
+	seen := map[string]string{}
 	for _, j := range v.Jobs {
 		if j.Tagged {
-			seen[j.ID] = true
+			seen[j.ID] = j.State
 		}
 	}
 	b.lastSeen = seen
 }
 
 // poll looks at the queue (one squeue) and reports whether a tagged job
-// appeared or left since the last look.
+// appeared or left since the last look, or went back to pending (Slurm
+// requeued it: a node failure).
 func (b *Bridge) poll(ctx context.Context) (bool, error) {
 	jobs, err := b.deps.Cluster.Jobs(ctx)
 	if err != nil {
@@ -516,19 +528,20 @@ func (b *Bridge) poll(ctx context.Context) (bool, error) {
 	}
 	b.cycleMu.Lock()
 	defer b.cycleMu.Unlock()
-	seen := map[string]bool{}
+	seen := map[string]string{}
 	changed := false
 	for _, j := range jobs {
 		if !IsTagged(j.Comment) {
 			continue
 		}
-		seen[j.ID()] = true
-		if !b.lastSeen[j.ID()] {
+		seen[j.ID()] = j.State
+		prev, ok := b.lastSeen[j.ID()]
+		if !ok || (prev != "PENDING" && j.State == "PENDING") {
 			changed = true
 		}
 	}
 	for id := range b.lastSeen {
-		if !seen[id] {
+		if _, ok := seen[id]; !ok {
 			changed = true
 		}
 	}
@@ -574,9 +587,10 @@ func (b *Bridge) Run(ctx context.Context) error {
 				}
 				failures = 0
 				next = lastStart.Add(cfg.Round.Duration)
-				if rep.Count(DecideMigrate)+rep.Count(DecidePreempt)+rep.Count(DecideStartNow) > 0 {
+				if rep.Count(DecideMigrate)+rep.Count(DecidePreempt)+rep.Count(DecideStartNow)+rep.Count(DecideRehold) > 0 {
 					// A requeue completes after scontrol returns; look
-					// again soon to start what it delayed.
+					// again soon to start what it delayed. Jobs held
+					// again are re-placed soon too.
 					next = lastStart.Add(max(cfg.MinRoundGap.Duration, cfg.PollInterval.Duration))
 				}
 			}
@@ -637,6 +651,7 @@ func (b *Bridge) ReleaseAll(ctx context.Context) ([]string, error) {
 			ids = append(ids, j.ID())
 		}
 	}
+	ids = failOpenCopies(jobs, ids) // a copies job goes on as one copy (copies.go)
 	sort.Strings(ids)
 	if len(ids) == 0 {
 		b.log.Info("release all: no held hadar jobs")

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"sort"
 	"strings"
@@ -116,6 +117,8 @@ type Derivation struct {
 	Plan      *optimizer.Plan
 	Decisions []Decision
 	Actions   []Action
+	// Copies are the copies jobs' plans for their copies (copies.go).
+	Copies []CopyPlan
 }
 
 // PassThroughComment is the AdminComment of a job handed to Slurm.
@@ -174,12 +177,15 @@ func Derive(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams
 		gain   float64
 	}
 	var cands []candidate
-	running := jobsOfClass(v, ClassRunning)
+	running := withoutCopies(jobsOfClass(v, ClassRunning))
 	for _, jv := range running {
 		for _, n := range jv.Nodes {
 			occ[n] += jv.GPUsPerNode
 		}
 	}
+	// Copies jobs (copies.go): running copies go on or stop first.
+	copies := deriveCopyStops(v, s, plan, p, nodeType, occ, &d)
+	requeue = append(requeue, copies.stops...)
 	keep := func(jv *JobView, reason string) {
 		d.Plan.Assign(jv.ID, tasksOn(jv.Nodes, jv.GPUsPerNode)...)
 		d.Decisions = append(d.Decisions, Decision{JobID: jv.ID, Kind: DecideKeep,
@@ -256,7 +262,7 @@ func Derive(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams
 	}
 
 	// Waiting jobs, oldest first.
-	waiting := jobsOfClass(v, ClassWaiting)
+	waiting := withoutCopies(jobsOfClass(v, ClassWaiting))
 	sort.SliceStable(waiting, func(a, b int) bool {
 		if !waiting[a].Submit.Equal(waiting[b].Submit) {
 			return waiting[a].Submit.Before(waiting[b].Submit)
@@ -321,6 +327,11 @@ func Derive(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams
 		d.Decisions = append(d.Decisions, Decision{JobID: jv.ID, Kind: DecidePlace, From: "-",
 			To: placementString(target, jv.GPUsPerNode), ToNodes: target, GPUType: typesOf(target, nodeType), Reason: reason})
 	}
+	// New copies last: they use what the other jobs leave.
+	copies.placeCopies(capacity, occ, &d)
+	places = append(places, copies.places...)
+	maps.Copy(placeNodes, copies.placeNodes)
+	d.Copies = copies.plans(s.Round)
 	if err := optimizer.Check(s, d.Plan); err != nil {
 		return Derivation{}, fmt.Errorf("enforceable plan: %w", err)
 	}
@@ -340,6 +351,16 @@ func Derive(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams
 			d.Decisions = append(d.Decisions, Decision{JobID: jv.ID, Kind: DecideRehold,
 				From: placementString(jv.Nodes, jv.GPUsPerNode), To: "-",
 				Reason: fmt.Sprintf("released %s ago and still pending (launch_timeout %s)", fmtSeconds(v.Now.Sub(jv.ReleasedAt).Seconds()), p.LaunchTimeout)})
+		}
+	}
+	// Released jobs that cannot start where they are pinned (their node
+	// went down or was drained; Slurm requeued them on its own): take them
+	// back, to be re-placed next round.
+	for _, jv := range v.Jobs {
+		if (jv.Class == ClassLaunching || jv.Class == ClassReleased) && jv.Stranded != "" && !contains(rehold, jv.ID) {
+			rehold = append(rehold, jv.ID)
+			d.Decisions = append(d.Decisions, Decision{JobID: jv.ID, Kind: DecideRehold,
+				From: placementString(jv.Nodes, jv.GPUsPerNode), To: "-", Reason: jv.Stranded + "; held to be re-placed"})
 		}
 	}
 
@@ -388,6 +409,9 @@ func Derive(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams
 	sort.Strings(release)
 	if len(release) > 0 {
 		d.Actions = append(d.Actions, Action{Kind: ActRelease, JobIDs: release})
+	}
+	if err := CheckCopies(v, d); err != nil {
+		return Derivation{}, fmt.Errorf("enforceable plan: %w", err)
 	}
 	return d, nil
 }

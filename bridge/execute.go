@@ -85,7 +85,11 @@ func (e *Executor) Execute(ctx context.Context, actions []Action) []ActionResult
 					failed[id] = true
 				}
 			}
-			if errors.Is(r.Err, slurm.ErrControllerDown) || errors.Is(r.Err, context.Canceled) || ctx.Err() != nil {
+			// slurmctld unreachable, or so slow that a command timed out:
+			// every later command would wait as long (22.05's clients
+			// retry ~9 s each), so the rest of the round is skipped.
+			if errors.Is(r.Err, slurm.ErrControllerDown) || errors.Is(r.Err, slurm.ErrTimeout) ||
+				errors.Is(r.Err, context.Canceled) || ctx.Err() != nil {
 				down = true
 			}
 		}

@@ -308,7 +308,8 @@ func (f *fakeCluster) RequeueHold(ctx context.Context, ids ...string) error {
 		if j.state != "RUNNING" {
 			return slurm.ErrJobNotPending
 		}
-		j.state, j.held, j.reason, j.nodes = "PENDING", true, "JobHeldAdmin", nil
+		// What squeue's %r shows after scontrol requeuehold in 22.05.
+		j.state, j.held, j.reason, j.nodes = "PENDING", true, "job requeued in held state", nil
 		j.restarts++
 		return nil
 	})

@@ -55,8 +55,8 @@ func BuildSnapshot(v *View, tp optimizer.Throughputs, progress map[string]JobPro
 		}
 	}
 	for _, jv := range v.Jobs {
-		if jv.Class != ClassWaiting && jv.Class != ClassRunning {
-			continue
+		if (jv.Class != ClassWaiting && jv.Class != ClassRunning) || jv.CopyOf != "" {
+			continue // copies enter as their job, below
 		}
 		pr := progress[jv.ID]
 		total := jv.Tag.Steps
@@ -86,6 +86,7 @@ func BuildSnapshot(v *View, tp optimizer.Throughputs, progress map[string]JobPro
 		}
 		s.Jobs = append(s.Jobs, j)
 	}
+	s.Jobs = append(s.Jobs, copySnapshotJobs(v, tp, progress, p)...)
 	sort.SliceStable(s.Jobs, func(a, b int) bool { return s.Jobs[a].ID < s.Jobs[b].ID })
 	return s
 }

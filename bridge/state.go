@@ -87,6 +87,8 @@ var stateMigrations = []string{
 		seconds   REAL NOT NULL,
 		at        TEXT NOT NULL
 	);`,
+	// 2: history of GPUs, queue and job runs, for `hadar history` (history.go).
+	historySchema,
 }
 
 // State is the bridge's SQLite database (state.db in the data dir): the
@@ -322,6 +324,11 @@ func (s *State) WriteRound(ctx context.Context, w RoundWrite) error {
 			result = "refused"
 		case len(res.Sent) == 0 && len(res.Skipped) > 0:
 			result = "skipped"
+		case len(res.Skipped) > 0:
+			// Done for Sent only: the history must not show the skipped
+			// jobs as released (or placed) by this action.
+			result = "partial"
+			errText = "skipped (an earlier step for them failed): " + strings.Join(res.Skipped, ",")
 		case w.Round.DryRun:
 			result = "dry-run"
 		}

@@ -40,9 +40,14 @@ const (
 )
 
 // heldReasons are the pending reasons of a held job: JobHeldUser is what
-// job_submit.lua's priority 0 gives, JobHeldAdmin what scontrol hold and
-// requeuehold by root give.
-var heldReasons = map[string]bool{"JobHeldUser": true, "JobHeldAdmin": true}
+// job_submit.lua's priority 0 gives, JobHeldAdmin what scontrol hold by
+// root gives. scontrol requeuehold leaves the reason "job requeued in held
+// state" (squeue %r; scontrol show job prints it with underscores): a job
+// hadar requeued to migrate it shows it until released, so a migration cut
+// short (a failed place, a killed daemon) must still read as held, or the
+// job would never be released again, not even by fail-open.
+var heldReasons = map[string]bool{"JobHeldUser": true, "JobHeldAdmin": true,
+	"job requeued in held state": true, "job_requeued_in_held_state": true}
 
 // JobView is one job of the queue as the bridge understands it.
 type JobView struct {
@@ -60,8 +65,8 @@ type JobView struct {
 	// Problem is why a tagged job is passed through to Slurm ("" if none).
 	Problem string
 	Class   JobClass
-	// Held is true for a pending job held with priority 0 (JobHeldUser or
-	// JobHeldAdmin).
+	// Held is true for a pending job held with priority 0 (JobHeldUser,
+	// JobHeldAdmin, or requeued in held state: see heldReasons).
 	Held bool
 	// NumNodes and GPUsPerNode are the job's request (--nodes,
 	// --gres=gpu:N); Workers is their product, the gang size.
@@ -76,6 +81,15 @@ type JobView struct {
 	TimeUsed time.Duration
 	// ReleasedAt is when hadar released it (launching jobs).
 	ReleasedAt time.Time
+	// Stranded says why a released job (launching or released) cannot
+	// start where it is pinned, so hadar must take it back (hold it and
+	// re-place it): its node went down or was drained, or Slurm requeued
+	// it on its own (a node failure with JobRequeue=1, a plain requeue)
+	// and would restart it without hadar. "" otherwise.
+	Stranded string
+	// CopyOf is the copies job (CopyGroup.ID, the array id) this array
+	// task is a copy of; "" for other jobs (copies.go).
+	CopyOf string
 }
 
 // NodeView is one node as the bridge understands it.
@@ -115,6 +129,8 @@ type View struct {
 	// Jobs in squeue order; byID indexes them.
 	Jobs []*JobView
 	byID map[string]*JobView
+	// Groups are the copies jobs (HadarE on Slurm, copies.go).
+	Groups []*CopyGroup
 	node map[string]*NodeView
 }
 
@@ -184,6 +200,17 @@ func BuildView(in ViewInput) *View {
 			nv.Why = "no GPUs"
 		case !nv.Schedulable:
 			nv.Why = "not schedulable (" + n.RawState + ")"
+			// Its type still counts for what the cluster can run (a node
+			// is down or drained for a while, e.g. every node answers
+			// late just after slurmctld restarts): jobs wait for it
+			// rather than being handed to Slurm for good.
+			if len(nv.SiteTypes) == 1 {
+				for site := range nv.SiteTypes {
+					if t, err := in.ResolveGPU(site); site != "" && err == nil {
+						nv.Type = t
+					}
+				}
+			}
 		case len(nv.SiteTypes) > 1:
 			nv.Why = "several GPU types (Slurm would choose the type)"
 		default:
@@ -208,10 +235,12 @@ func BuildView(in ViewInput) *View {
 		v.node[v.Nodes[i].Name] = &v.Nodes[i]
 	}
 
-	// Shapes the cluster could ever hold, for the feasibility check.
+	// GPU types the cluster could ever run a job on (usable nodes, and
+	// nodes hadar would use but that are down or drained now), for the
+	// rated and feasibility checks.
 	usableTypes := map[string]bool{}
 	for _, n := range v.Nodes {
-		if n.Usable {
+		if n.Type != "" {
 			usableTypes[n.Type] = true
 		}
 	}
@@ -246,8 +275,23 @@ func BuildView(in ViewInput) *View {
 				jv.Class = ClassLaunching
 				jv.Nodes = p.Nodes
 				jv.ReleasedAt = p.ReleasedAt
+				for _, name := range p.Nodes {
+					if n := v.node[name]; n == nil || !n.Usable {
+						jv.Stranded = fmt.Sprintf("node %s, where it was placed, is not usable", name)
+						if n != nil {
+							jv.Stranded += " (" + n.Why + ")"
+						}
+						break
+					}
+				}
 			} else {
 				jv.Class = ClassReleased
+				if j.Reason == "BeginTime" {
+					jv.Stranded = "Slurm requeued it on its own (node failure or plain requeue) and would restart it without hadar"
+				}
+			}
+			if jv.Stranded == "" && nodesUnavailable(j.Reason) {
+				jv.Stranded = fmt.Sprintf("Slurm cannot start it on the node(s) it is pinned to (%s)", j.Reason)
 			}
 		case j.State == "RUNNING" || j.State == "CONFIGURING":
 			jv.Nodes = j.Nodes
@@ -265,6 +309,7 @@ func BuildView(in ViewInput) *View {
 			jv.Class = ClassPinned
 		}
 	}
+	v.groupCopies()
 	for _, jv := range v.Jobs {
 		for _, name := range jv.Nodes {
 			n := v.node[name]
@@ -280,6 +325,13 @@ func BuildView(in ViewInput) *View {
 		}
 	}
 	return v
+}
+
+// nodesUnavailable reports whether a pending reason says the job's
+// required nodes are down, drained or gone.
+func nodesUnavailable(reason string) bool {
+	return strings.HasPrefix(reason, "ReqNodeNotAvail") || reason == "NodeDown" ||
+		strings.HasPrefix(reason, "Nodes_required_for_job_are_DOWN")
 }
 
 // classifyTagged reads a tagged job's tag and request and returns why
@@ -339,12 +391,13 @@ func (v *View) classifyTagged(j *slurm.Job, jv *JobView, in ViewInput, usableTyp
 	return ""
 }
 
-// feasible reports whether the job's request fits the usable nodes of one
-// GPU type when they are empty.
+// feasible reports whether the job's request fits the nodes of one GPU
+// type hadar uses (usable now, or down or drained for now) when they are
+// empty.
 func (v *View) feasible(jv *JobView) bool {
 	byType := map[string]int{}
 	for _, n := range v.Nodes {
-		if n.Usable && n.Total >= jv.GPUsPerNode {
+		if n.Type != "" && n.Total >= jv.GPUsPerNode {
 			byType[n.Type]++
 		}
 	}

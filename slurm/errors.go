@@ -119,6 +119,9 @@ var stderrRules = []struct {
 	{"rate limit exceeded", ErrControllerDown},
 	{"controller in standby mode", ErrControllerDown},
 	{"controller is in standby mode", ErrControllerDown},
+	// 22.05's scontrol update/hold/release/requeuehold with slurmctld down
+	// (after ~9 s of retries): "Unexpected message received for job N".
+	{"unexpected message received", ErrControllerDown},
 	{"job_submit", ErrRejectedBySubmitPlugin},
 	{"submit plugin", ErrRejectedBySubmitPlugin},
 	{"invalid job id specified", ErrInvalidJobID},

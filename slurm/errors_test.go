@@ -83,6 +83,8 @@ func TestClassifyCaptured(t *testing.T) {
 		"22.05-no-slurm-conf.txt":            ErrNotConfigured,
 		"22.05-controller-down-squeue.txt":   ErrControllerDown,
 		"22.05-controller-down-scontrol.txt": ErrControllerDown,
+		"22.05-controller-down-update.txt":   ErrControllerDown,
+		"22.05-controller-down-release.txt":  ErrControllerDown,
 	}
 	files, err := filepath.Glob(filepath.Join("testdata", "errors", "*.txt"))
 	if err != nil {

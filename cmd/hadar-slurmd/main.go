@@ -44,6 +44,24 @@ func main() {
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
+	fs := newFlagSet(&o, stderr)
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "config" {
+			o.configSet = true
+		}
+	})
+	return o, nil
+}
+
+// newFlagSet defines hadar-slurmd's flags, stored into o. The man page
+// hadar-slurmd(8) is generated from it (man_test.go).
+func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("hadar-slurmd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	def := bridge.DefaultConfigPath
@@ -64,18 +82,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		fmt.Fprintf(stderr, "Usage: hadar-slurmd [flags]\n\nThe hadar scheduler beside slurmctld. Flags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
-	}
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "config" {
-			o.configSet = true
-		}
-	})
-	return o, nil
+	return fs
 }
 
 // loadConfig reads the config file (defaults if it is the default path and

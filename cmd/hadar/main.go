@@ -28,7 +28,11 @@ func newApp() *cli.App {
 			profilesCommand(),
 			policiesCommand(),
 			statusCommand(),
+			planCommand(),
+			explainCommand(),
 			reportCommand(),
+			configCommand(),
+			historyCommand(),
 		},
 		EnableBashCompletion: true,
 	}

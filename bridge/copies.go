@@ -1,0 +1,858 @@
+package bridge
+
+// HadarE copies on Slurm (docs/hadare-slurm.md).
+//
+// A copies job is a job array whose tag allows copies:
+//
+//	sbatch --array=0-3 --gres=gpu:1 --comment="hadar copies=4 model=... steps=..." train.sh
+//
+// Every task of the array is one copy (job_submit.lua holds them all). The
+// bridge groups the tasks into one CopyGroup, which the policy sees as one
+// job (ID: the array id) allowed min(copies=, tasks) copies; each round the
+// plan's copies are carried out task by task with the ordinary actions:
+// a copy the plan keeps goes on running, a new copy is a held task placed
+// on its node (NodeList) and released, and a copy the plan drops is
+// stopped (requeuehold: the task is held again, to be placed later). The
+// copies synchronize through files in spool_dir/copies/<array id>/; the
+// bridge writes plan.json there every round (WriteCopyPlans): the copies it
+// runs, their GPU types, rates and step shares. Everything else in that
+// directory is the copies' (contrib/examples/hadare/hadar_copies.py).
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hadar-sched/hadar/optimizer"
+	"github.com/hadar-sched/hadar/slurm"
+)
+
+// DecideStopCopy: a running copy of a copies job is stopped (requeued and
+// held, to be placed again later) because the plan drops it; the job goes
+// on with its other copies.
+const DecideStopCopy DecisionKind = "stop-copy"
+
+// CopiesSubdir is the directory under the spool dir where copies jobs
+// synchronize: CopiesSubdir/<array id>/.
+const CopiesSubdir = "copies"
+
+// CopyGroup is a copies job: the tasks of one job array whose tag allows
+// copies (copies=K, K >= 2), each task one copy.
+type CopyGroup struct {
+	// ID is the array's job id: the job's id for the policy, its progress
+	// report and its sync directory.
+	ID    string
+	User  string
+	Tag   Tag
+	Model string
+	// GPUsPerNode is what each task asks for (--gres=gpu:N, one node).
+	GPUsPerNode int
+	Submit      time.Time
+	// Tasks are the array's tasks in the queue, by task index.
+	Tasks []*JobView
+	// Job is the group seen as one job (running while any copy runs), for
+	// progress and the state database. It is not in View.Jobs (the bridge
+	// never acts on it) but View.Job(ID) returns it.
+	Job *JobView
+}
+
+// TaskIndex is the array task index of a task id ("47_3" -> 3), or -1.
+func TaskIndex(id string) int {
+	_, t, ok := strings.Cut(id, "_")
+	if !ok {
+		return -1
+	}
+	n, err := strconv.Atoi(t)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+func (g *CopyGroup) tasks(c JobClass) []*JobView {
+	var out []*JobView
+	for _, t := range g.Tasks {
+		if t.Class == c {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Limit is the number of copies the policy may run this round:
+// min(copies=, waiting + running tasks), less the copies launching or
+// pinned (they count against copies= but are not the plan's), and never
+// below the copies running now.
+func (g *CopyGroup) Limit() int {
+	running, waiting := len(g.tasks(ClassRunning)), len(g.tasks(ClassWaiting))
+	busy := len(g.tasks(ClassLaunching)) + len(g.tasks(ClassPinned))
+	return max(min(g.Tag.Copies-busy, waiting+running), running)
+}
+
+// CopyGroup returns the copies job with id id, or nil.
+func (v *View) CopyGroup(id string) *CopyGroup {
+	for _, g := range v.Groups {
+		if g.ID == id {
+			return g
+		}
+	}
+	return nil
+}
+
+// groupCopies gathers the tasks of copies jobs into CopyGroups (part of
+// BuildView, after every job is classified). A copies array whose tasks
+// ask for more than one node is passed through: a copy is one node.
+func (v *View) groupCopies() {
+	byID := map[string]*CopyGroup{}
+	for _, jv := range v.Jobs {
+		if !jv.Tagged || jv.Problem != "" || jv.Tag.Copies < 2 || TaskIndex(jv.ID) < 0 {
+			continue
+		}
+		id, _, _ := strings.Cut(jv.ID, "_")
+		g := byID[id]
+		if g == nil {
+			g = &CopyGroup{ID: id, User: jv.User, Tag: jv.Tag, Model: jv.Model, GPUsPerNode: jv.GPUsPerNode, Submit: jv.Submit}
+			byID[id] = g
+			v.Groups = append(v.Groups, g)
+		}
+		if !jv.Submit.IsZero() && (g.Submit.IsZero() || jv.Submit.Before(g.Submit)) {
+			g.Submit = jv.Submit
+		}
+		g.Tasks = append(g.Tasks, jv)
+	}
+	kept := v.Groups[:0]
+	for _, g := range v.Groups {
+		multi := false
+		for _, t := range g.Tasks {
+			multi = multi || t.NumNodes > 1
+		}
+		if multi {
+			for _, t := range g.Tasks {
+				t.Problem = "a copies job (copies=) runs one copy per node: ask for --nodes=1"
+				t.Class = ClassPassThrough
+			}
+			continue
+		}
+		sort.SliceStable(g.Tasks, func(a, b int) bool { return TaskIndex(g.Tasks[a].ID) < TaskIndex(g.Tasks[b].ID) })
+		job := &JobView{ID: g.ID, User: g.User, Tagged: true, Tag: g.Tag, Model: g.Model, NumNodes: 1,
+			GPUsPerNode: g.GPUsPerNode, Workers: g.GPUsPerNode, Submit: g.Submit, State: "PENDING", Class: ClassWaiting}
+		for _, t := range g.Tasks {
+			t.CopyOf = g.ID
+			if t.Class == ClassRunning || (t.Class == ClassPinned && t.State == "RUNNING") {
+				job.Class, job.State = ClassRunning, "RUNNING"
+				job.Nodes = append(job.Nodes, t.Nodes...)
+				job.TimeUsed = max(job.TimeUsed, t.TimeUsed)
+			}
+		}
+		g.Job = job
+		if _, taken := v.byID[g.ID]; !taken {
+			v.byID[g.ID] = job
+		}
+		kept = append(kept, g)
+	}
+	v.Groups = kept
+}
+
+// copyJobViews are the copies jobs as jobs, for progress.
+func (v *View) copyJobViews() []*JobView {
+	out := make([]*JobView, 0, len(v.Groups))
+	for _, g := range v.Groups {
+		out = append(out, g.Job)
+	}
+	return out
+}
+
+// withoutCopies drops the copies' tasks from a job list: Derive carries
+// them out through their group.
+func withoutCopies(jobs []*JobView) []*JobView {
+	return slices.DeleteFunc(jobs, func(j *JobView) bool { return j.CopyOf != "" })
+}
+
+// copyRate is a copies job's progress rate now: the sum of its running
+// copies' rates; gpuType is their GPU type when exactly one copy runs (so
+// that learned throughput is only ever a single copy's).
+func (g *CopyGroup) copyRate(v *View, tp optimizer.Throughputs) (gpuType string, rate float64) {
+	n := 0
+	for _, t := range g.Tasks {
+		if t.State != "RUNNING" || len(t.Nodes) != 1 {
+			continue
+		}
+		if nv := v.Node(t.Nodes[0]); nv != nil && nv.Type != "" {
+			rate += tp.Rate(g.Model, nv.Type, g.GPUsPerNode)
+			gpuType = nv.Type
+			n++
+		}
+	}
+	if n != 1 {
+		gpuType = ""
+	}
+	return gpuType, rate
+}
+
+// copySnapshotJobs are the copies jobs as the policy sees them: one job per
+// group with MaxCopies = Limit and Current = its running copies (numbered
+// 1..k), when it has a copy running or a task to place.
+func copySnapshotJobs(v *View, tp optimizer.Throughputs, progress map[string]JobProgress, p SnapshotParams) []optimizer.Job {
+	types := map[string]bool{}
+	for _, n := range v.Nodes {
+		if n.Usable {
+			types[n.Type] = true
+		}
+	}
+	var out []optimizer.Job
+	for _, g := range v.Groups {
+		running := g.tasks(ClassRunning)
+		limit := g.Limit()
+		if len(running) == 0 && (len(g.tasks(ClassWaiting)) == 0 || limit < 1) {
+			continue
+		}
+		pr := progress[g.ID]
+		total := g.Tag.Steps
+		if total <= 0 {
+			total = bestRate(tp, g.Model, g.GPUsPerNode, types) * p.DefaultDuration.Seconds()
+		}
+		remaining := max(total-pr.Done, 0.05*total)
+		weight := g.Tag.Weight
+		if weight <= 0 {
+			weight = 1
+		}
+		arrival := g.Submit
+		if arrival.IsZero() {
+			arrival = v.Now
+		}
+		j := optimizer.Job{ID: g.ID, Type: g.Model, Workers: g.GPUsPerNode, Arrival: arrival,
+			TotalSteps: total, RemainingSteps: remaining, Weight: weight,
+			Attained: pr.Attained, Executed: pr.Executed, MaxCopies: limit}
+		for i, t := range running {
+			if n := v.Node(t.Nodes[0]); n != nil {
+				j.Current = append(j.Current, optimizer.Task{Node: n.Name, Type: n.Type, GPUs: g.GPUsPerNode, Copy: i + 1})
+			}
+		}
+		out = append(out, j)
+	}
+	return out
+}
+
+// CopyPlan is what the bridge tells a copies job's copies in a round
+// (spool_dir/copies/<job>/plan.json).
+type CopyPlan struct {
+	Job  string `json:"job"`
+	User string `json:"-"`
+	// Generation is the bridge's round number: it only grows.
+	Generation int64 `json:"generation"`
+	// WrittenAt/WrittenUnix: when the file was written (copies ignore a
+	// plan older than three rounds).
+	WrittenAt   time.Time `json:"written_at"`
+	WrittenUnix float64   `json:"written_unix"`
+	// RoundSeconds is the length of a round: each copy's share is about
+	// what it trains in that time.
+	RoundSeconds float64 `json:"round_seconds"`
+	Model        string  `json:"model"`
+	TotalSteps   float64 `json:"total_steps"`
+	// RemainingSteps is the bridge's estimate (the copies know better: the
+	// last combined checkpoint).
+	RemainingSteps float64 `json:"remaining_steps"`
+	// Allowed is the tag's copies=.
+	Allowed int `json:"allowed"`
+	// Copies are the copies running or starting after this round.
+	Copies []CopyMember `json:"copies"`
+}
+
+// CopyMember is one copy in a CopyPlan.
+type CopyMember struct {
+	// Index is the array task index (the copy's HADAR_COPY_INDEX); Task its
+	// Slurm id.
+	Index   int    `json:"index"`
+	Task    string `json:"task"`
+	Node    string `json:"node"`
+	GPUType string `json:"gpu_type"`
+	GPUs    int    `json:"gpus"`
+	// Rate is the matrix's steps/s of the model on GPUType with GPUs.
+	Rate float64 `json:"rate"`
+	// Steps is the copy's share of the round: the round's steps
+	// (min(remaining, summed rates x round)) split in proportion to rates,
+	// so that the copies finish the round together.
+	Steps float64 `json:"steps"`
+	// State: "running", "launching" (released earlier, not started) or
+	// "placed" (placed and released this round).
+	State string `json:"state"`
+}
+
+// copyDerivation is Derive's work on the copies jobs of a round.
+type copyDerivation struct {
+	v        *View
+	s        *optimizer.Snapshot
+	nodeType map[string]string
+	groups   []*groupWork
+	// stops are the running copies to requeuehold; places/placeNodes the
+	// tasks to place and release.
+	stops      []string
+	places     []string
+	placeNodes map[string][]string
+}
+
+type groupWork struct {
+	g       *CopyGroup
+	planned bool
+	kept    []*JobView // running copies that go on
+	want    []string   // nodes where the plan wants a new copy, best first
+	placed  []*JobView
+	at      map[string]string // placed task -> node
+}
+
+// deriveCopyStops is Derive's first step for copies jobs, before running
+// jobs are kept or moved: which running copies go on (their GPUs are added
+// to occ) and which are stopped, and where new copies are wanted.
+//
+// A running copy goes on if the plan has a copy on its node. A copy the
+// plan drops is stopped, unless the plan keeps none of the job's running
+// copies and preemption is off: then the fastest one goes on (a job is
+// never stopped by shrinking it). Whatever the plan, a copy is stopped if
+// another copy of the job holds its node, or if the job holds more copies
+// than its tag allows (the slowest go; both only happen after Slurm ran
+// the tasks itself, e.g. after a fail-open). New copies go only to nodes
+// that hold none of the job's copies (running, launching, pinned or being
+// stopped), and never beyond copies=, counting every copy of the job that
+// holds or is about to hold GPUs.
+func deriveCopyStops(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams, nodeType map[string]string,
+	occ map[string]int, d *Derivation) *copyDerivation {
+	cd := &copyDerivation{v: v, s: s, nodeType: nodeType, placeNodes: map[string][]string{}}
+	inSnap := map[string]bool{}
+	for _, j := range s.Jobs {
+		inSnap[j.ID] = true
+	}
+	for _, g := range v.Groups {
+		w := &groupWork{g: g, at: map[string]string{}}
+		cd.groups = append(cd.groups, w)
+		rate := func(t *JobView) float64 {
+			return s.Throughput.Rate(g.Model, nodeType[t.Nodes[0]], g.GPUsPerNode)
+		}
+		var tasks []optimizer.Task
+		if plan != nil && inSnap[g.ID] {
+			tasks = plan.Assignments[g.ID]
+			w.planned = true
+		}
+		nodes := copyNodes(tasks, g)
+		onPlan := map[string]bool{}
+		for _, n := range nodes {
+			onPlan[n] = true
+		}
+		// Nodes the job holds with copies hadar does not re-plan now.
+		taken := map[string]bool{}
+		fixed := 0
+		for _, t := range g.Tasks {
+			if t.Class == ClassLaunching || t.Class == ClassPinned {
+				fixed++
+				for _, n := range t.Nodes {
+					taken[n] = true
+				}
+			}
+		}
+		type stop struct {
+			t      *JobView
+			reason string
+		}
+		var stops []stop
+		var dropped []*JobView
+		for _, t := range g.tasks(ClassRunning) {
+			switch n := t.Nodes[0]; {
+			case taken[n]:
+				stops = append(stops, stop{t, "another copy of the job holds its node"})
+			case !w.planned || onPlan[n]:
+				w.kept = append(w.kept, t)
+				taken[n] = true
+			default:
+				dropped = append(dropped, t)
+			}
+		}
+		lastKept := ""
+		if len(w.kept) == 0 && len(dropped) > 0 && !p.Preemption {
+			// The job's last copies: keep the fastest one running.
+			sort.SliceStable(dropped, func(a, b int) bool { return rate(dropped[a]) > rate(dropped[b]) })
+			for i, t := range dropped {
+				if !taken[t.Nodes[0]] {
+					w.kept = append(w.kept, t)
+					taken[t.Nodes[0]] = true
+					lastKept = t.ID
+					dropped = slices.Delete(dropped, i, i+1)
+					break
+				}
+			}
+		}
+		for _, t := range dropped {
+			stops = append(stops, stop{t, fmt.Sprintf("the plan drops this copy; the job goes on with its other copies")})
+		}
+		if over := len(w.kept) + fixed - g.Tag.Copies; over > 0 {
+			sort.SliceStable(w.kept, func(a, b int) bool { return rate(w.kept[a]) > rate(w.kept[b]) })
+			cut := max(0, len(w.kept)-over)
+			for _, t := range w.kept[cut:] {
+				stops = append(stops, stop{t, fmt.Sprintf("the job holds more copies than copies=%d allows", g.Tag.Copies)})
+			}
+			w.kept = w.kept[:cut]
+		}
+		sort.SliceStable(w.kept, func(a, b int) bool { return TaskIndex(w.kept[a].ID) < TaskIndex(w.kept[b].ID) })
+		for _, t := range w.kept {
+			occ[t.Nodes[0]] += g.GPUsPerNode
+			reason := fmt.Sprintf("copy of job %s: the plan keeps it here", g.ID)
+			switch {
+			case t.ID == lastKept:
+				reason = fmt.Sprintf("copy of job %s: the plan drops it, but it is the job's last running copy and preemption is off", g.ID)
+			case !w.planned:
+				reason = fmt.Sprintf("copy of job %s: no plan for the job this round", g.ID)
+			}
+			d.Decisions = append(d.Decisions, copyDecision(t, DecideKeep, nodeType, reason))
+		}
+		for _, st := range stops {
+			cd.stops = append(cd.stops, st.t.ID)
+			d.Decisions = append(d.Decisions, Decision{JobID: st.t.ID, Kind: DecideStopCopy,
+				From: placementString(st.t.Nodes, g.GPUsPerNode), To: "-",
+				Reason: fmt.Sprintf("copy of job %s: %s; the task is held, to be placed again later", g.ID, st.reason)})
+			taken[st.t.Nodes[0]] = true // not this round: it is still stopping
+		}
+		slots := g.Tag.Copies - len(w.kept) - fixed
+		for _, n := range nodes {
+			if slots <= 0 {
+				break
+			}
+			if !taken[n] {
+				w.want = append(w.want, n)
+				taken[n] = true
+				slots--
+			}
+		}
+	}
+	return cd
+}
+
+// placeCopies is Derive's last step for copies jobs, after the other
+// waiting jobs: held tasks go to the nodes where new copies are wanted, if
+// their GPUs are still free (occ against capacity), lowest task index
+// first. Then every group's copies enter the plan, numbered 1..k.
+func (cd *copyDerivation) placeCopies(capacity, occ map[string]int, d *Derivation) {
+	for _, w := range cd.groups {
+		g := w.g
+		waiting := g.tasks(ClassWaiting)
+		next := 0
+		for _, n := range w.want {
+			if next >= len(waiting) {
+				break
+			}
+			if occ[n]+g.GPUsPerNode > capacity[n] {
+				d.Decisions = append(d.Decisions, Decision{JobID: waiting[next].ID, Kind: DecideDefer, From: "-", To: "-",
+					Reason: fmt.Sprintf("copy of job %s: planned on %s, whose GPUs are not free (running jobs kept)", g.ID, n)})
+				continue
+			}
+			t := waiting[next]
+			next++
+			occ[n] += g.GPUsPerNode
+			w.placed = append(w.placed, t)
+			w.at[t.ID] = n
+			cd.places = append(cd.places, t.ID)
+			cd.placeNodes[t.ID] = []string{n}
+			d.Decisions = append(d.Decisions, Decision{JobID: t.ID, Kind: DecidePlace, From: "-",
+				To: placementString([]string{n}, g.GPUsPerNode), ToNodes: []string{n}, GPUType: cd.nodeType[n],
+				Reason: fmt.Sprintf("copy of job %s (HadarE), copy %d of at most %d", g.ID, len(w.kept)+len(w.placed), g.Tag.Copies)})
+		}
+		for _, t := range waiting[next:] {
+			if !contains(decisionIDs(d.Decisions), t.ID) {
+				d.Decisions = append(d.Decisions, Decision{JobID: t.ID, Kind: DecideWait, From: "-", To: "-",
+					Reason: fmt.Sprintf("copy of job %s: not needed this round", g.ID)})
+			}
+		}
+		if !w.planned {
+			continue
+		}
+		k := 0
+		for _, t := range w.kept {
+			k++
+			d.Plan.Assign(g.ID, optimizer.Task{Node: t.Nodes[0], Type: cd.nodeType[t.Nodes[0]], GPUs: g.GPUsPerNode, Copy: k})
+		}
+		for _, t := range w.placed {
+			k++
+			n := w.at[t.ID]
+			d.Plan.Assign(g.ID, optimizer.Task{Node: n, Type: cd.nodeType[n], GPUs: g.GPUsPerNode, Copy: k})
+		}
+	}
+}
+
+// plans are the copies plans of the round, as derived (before execution):
+// every copy running, launching or placed, with its share.
+func (cd *copyDerivation) plans(round time.Duration) []CopyPlan {
+	rem := map[string]float64{}
+	for _, j := range cd.s.Jobs {
+		rem[j.ID] = j.RemainingSteps
+	}
+	tp := cd.s.Throughput
+	var out []CopyPlan
+	for _, w := range cd.groups {
+		g := w.g
+		cp := CopyPlan{Job: g.ID, User: g.User, RoundSeconds: round.Seconds(), Model: g.Model, TotalSteps: g.Tag.Steps,
+			RemainingSteps: rem[g.ID], Allowed: g.Tag.Copies, Copies: []CopyMember{}}
+		add := func(t *JobView, node, state string) {
+			typ := cd.v.nodeTypeOf(node, cd.nodeType)
+			cp.Copies = append(cp.Copies, CopyMember{Index: TaskIndex(t.ID), Task: t.ID, Node: node, GPUType: typ,
+				GPUs: g.GPUsPerNode, Rate: tp.Rate(g.Model, typ, g.GPUsPerNode), State: state})
+		}
+		for _, t := range w.kept {
+			add(t, t.Nodes[0], "running")
+		}
+		for _, t := range g.tasks(ClassLaunching) {
+			if len(t.Nodes) == 1 {
+				add(t, t.Nodes[0], "launching")
+			}
+		}
+		for _, t := range w.placed {
+			add(t, w.at[t.ID], "placed")
+		}
+		sort.SliceStable(cp.Copies, func(a, b int) bool { return cp.Copies[a].Index < cp.Copies[b].Index })
+		shareSteps(cp.Copies, rem[g.ID], round.Seconds())
+		out = append(out, cp)
+	}
+	return out
+}
+
+// shareSteps splits min(remaining, summed rates x round) among copies in
+// proportion to their rates (HadarE's rule, optimizer/hadare.go). With no
+// remaining estimate (the job is not in the snapshot) each copy gets a
+// round's worth.
+func shareSteps(copies []CopyMember, remaining, round float64) {
+	sum := 0.0
+	for _, c := range copies {
+		sum += c.Rate
+	}
+	if sum <= 0 {
+		return
+	}
+	total := sum * round
+	if remaining > 0 {
+		total = math.Min(total, remaining)
+	}
+	for i := range copies {
+		copies[i].Steps = math.Round(total*copies[i].Rate/sum*1000) / 1000
+	}
+}
+
+func (v *View) nodeTypeOf(node string, nodeType map[string]string) string {
+	if t := nodeType[node]; t != "" {
+		return t
+	}
+	if n := v.Node(node); n != nil {
+		return n.Type
+	}
+	return ""
+}
+
+// copyNodes reads a planned placement of a copies job as the nodes of its
+// copies, in plan order (deduplicated: one copy per node). A gang plan (a
+// policy that does not fork, or a limit of 1) is one copy when it is one
+// node holding the job's GPUs; otherwise nothing Slurm can run.
+func copyNodes(tasks []optimizer.Task, g *CopyGroup) []string {
+	var out []string
+	seen := map[string]bool{}
+	if len(tasks) > 0 && tasks[0].Copy == 0 {
+		if len(tasks) == 1 && tasks[0].GPUs == g.GPUsPerNode {
+			return []string{tasks[0].Node}
+		}
+		return nil
+	}
+	for _, t := range slices.SortedStableFunc(slices.Values(tasks), func(a, b optimizer.Task) int { return cmp.Compare(a.Copy, b.Copy) }) {
+		if !seen[t.Node] {
+			seen[t.Node] = true
+			out = append(out, t.Node)
+		}
+	}
+	return out
+}
+
+func copyDecision(t *JobView, k DecisionKind, nodeType map[string]string, reason string) Decision {
+	p := placementString(t.Nodes, t.GPUsPerNode)
+	return Decision{JobID: t.ID, Kind: k, From: p, To: p, ToNodes: t.Nodes, GPUType: typesOf(t.Nodes, nodeType), Reason: reason}
+}
+
+func decisionIDs(ds []Decision) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.JobID
+	}
+	return out
+}
+
+// CheckCopies verifies what a round leaves for every copies job, as Slurm
+// will see it: no two copies of a job on one node, and no more copies than
+// its tag allows, counting its copies running on (not stopped), launching,
+// pinned and placed now. Only copies hadar placed earlier and cannot
+// re-plan now (launching, pinned) may break it, and only if they did
+// before the round (Slurm ran them itself): the round adds nothing to such
+// a job. Derive returns an error rather than a derivation that breaks it.
+func CheckCopies(v *View, d Derivation) error {
+	stopped := map[string]bool{}
+	placed := map[string][]string{}
+	for _, a := range d.Actions {
+		switch a.Kind {
+		case ActRequeueHold:
+			for _, id := range a.JobIDs {
+				stopped[id] = true
+			}
+		case ActPlace:
+			placed[a.JobIDs[0]] = a.Nodes
+		}
+	}
+	for _, g := range v.Groups {
+		holder := map[string]*JobView{}
+		count, ours := 0, 0
+		for _, t := range g.Tasks {
+			on := t.Nodes
+			mine := false // running on or placed: the round's doing
+			switch {
+			case placed[t.ID] != nil:
+				on, mine = placed[t.ID], true
+			case t.Class == ClassRunning && !stopped[t.ID]:
+				mine = true
+			case t.Class == ClassLaunching || t.Class == ClassPinned:
+			default:
+				continue
+			}
+			count++
+			if mine {
+				ours++
+			}
+			for _, n := range on {
+				if other := holder[n]; other != nil && (mine || other.Class == ClassRunning || placed[other.ID] != nil) {
+					return fmt.Errorf("%w: copies %s and %s of job %s on node %s", optimizer.ErrInvariant, other.ID, t.ID, g.ID, n)
+				}
+				holder[n] = t
+			}
+		}
+		if count > g.Tag.Copies && ours > 0 {
+			return fmt.Errorf("%w: job %s would run %d copies, allowed %d", optimizer.ErrInvariant, g.ID, count, g.Tag.Copies)
+		}
+	}
+	return nil
+}
+
+// failOpenCopies trims the held tasks that ReleaseAll hands to Slurm: a
+// copies job (array tasks tagged copies=K >= 2) keeps its copies on
+// distinct nodes only under hadar, so Slurm gets one task of it, the
+// lowest held one, and none if a copy already runs. The job then goes on
+// as one copy (the copies helper makes its own rounds without hadar's
+// plan); the other tasks stay held until hadar is back, and the copies
+// cancel them when the job is done.
+func failOpenCopies(jobs []slurm.Job, ids []string) []string {
+	type arr struct {
+		running bool
+		first   string
+	}
+	arrays := map[string]*arr{}
+	isCopy := func(j slurm.Job) (string, bool) {
+		if !IsTagged(j.Comment) || TaskIndex(j.ID()) < 0 {
+			return "", false
+		}
+		tag, err := ParseTag(j.Comment)
+		if err != nil || tag.Copies < 2 {
+			return "", false
+		}
+		a, _, _ := strings.Cut(j.ID(), "_")
+		return a, true
+	}
+	held := map[string]bool{}
+	for _, id := range ids {
+		held[id] = true
+	}
+	for _, j := range jobs {
+		a, ok := isCopy(j)
+		if !ok {
+			continue
+		}
+		if arrays[a] == nil {
+			arrays[a] = &arr{}
+		}
+		if j.State != "PENDING" {
+			arrays[a].running = true
+		} else if held[j.ID()] && (arrays[a].first == "" || TaskIndex(j.ID()) < TaskIndex(arrays[a].first)) {
+			arrays[a].first = j.ID()
+		}
+	}
+	out := ids[:0:0]
+	for _, j := range jobs {
+		if !held[j.ID()] {
+			continue
+		}
+		if a, ok := isCopy(j); ok && (arrays[a].running || arrays[a].first != j.ID()) {
+			continue
+		}
+		out = append(out, j.ID())
+	}
+	return out
+}
+
+// writeCopyPlans writes every copies job's plan.json after the round's
+// actions ran: copies whose place or release failed are left out. Errors
+// are logged, never fatal: copies go on with the last plan they have.
+func (b *Bridge) writeCopyPlans(cfg Config, round int64, plans []CopyPlan, results []ActionResult, now time.Time) []error {
+	if len(plans) == 0 {
+		// Every round, copies job or not: solo jobs using the copies
+		// helper checkpoint under spool_dir/copies too.
+		if err := EnsureCopiesDir(cfg.SpoolDir); err != nil {
+			return []error{fmt.Errorf("copies directory: %w", err)}
+		}
+		return nil
+	}
+	failed := map[string]bool{}
+	for _, r := range results {
+		if r.Action.Kind != ActPlace && r.Action.Kind != ActRelease && r.Action.Kind != ActStartNow {
+			continue
+		}
+		bad := append(append([]string(nil), r.Skipped...), r.Refused...)
+		if r.Err != nil {
+			bad = append(bad, r.Sent...)
+		}
+		for _, id := range bad {
+			failed[id] = true
+		}
+	}
+	var errs []error
+	for _, cp := range plans {
+		cp.Generation = round
+		cp.WrittenAt = now.UTC()
+		cp.WrittenUnix = float64(now.UnixNano()) / 1e9
+		cp.Copies = slices.DeleteFunc(cp.Copies, func(c CopyMember) bool { return c.State == "placed" && failed[c.Task] })
+		uid, err := b.uidOf(cp.User)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("copies plan of job %s: user %q: %w", cp.Job, cp.User, err))
+			continue
+		}
+		if err := WriteCopyPlan(cfg.SpoolDir, uid, cp); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+func (b *Bridge) uidOf(user string) (int, error) {
+	if uid, ok := b.uids[user]; ok {
+		return uid, nil
+	}
+	uid, err := b.deps.LookupUID(user)
+	if err != nil {
+		return 0, err
+	}
+	b.uids[user] = uid
+	return uid, nil
+}
+
+// EnsureCopiesDir creates spoolDir/copies with mode 1777 (sticky, like
+// /tmp: every job can make its directory there, none can touch another's).
+func EnsureCopiesDir(spoolDir string) error {
+	dir := filepath.Join(spoolDir, CopiesSubdir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	if st.Mode()&os.ModeSticky == 0 || st.Mode().Perm() != 0o777 {
+		return os.Chmod(dir, 0o777|os.ModeSticky)
+	}
+	return nil
+}
+
+// WriteCopyPlan writes cp as spoolDir/copies/<job>/plan.json, atomically
+// (temporary file, then rename). The job's directory is created owned by
+// uid (mode 0755: the job's copies write their checkpoints there); an
+// existing one must be a real directory owned by uid, root or this
+// process. Every step goes through an os.Root opened on the directory
+// itself, so a job cannot redirect the write with a symlink.
+func WriteCopyPlan(spoolDir string, uid int, cp CopyPlan) error {
+	if !reProgressID.MatchString(cp.Job) || strings.Contains(cp.Job, "_") {
+		return fmt.Errorf("copies plan: bad job id %q", clip(cp.Job))
+	}
+	fail := func(err error) error { return fmt.Errorf("copies plan of job %s: %w", cp.Job, err) }
+	if err := EnsureCopiesDir(spoolDir); err != nil {
+		return fail(err)
+	}
+	top, err := os.OpenRoot(filepath.Join(spoolDir, CopiesSubdir))
+	if err != nil {
+		return fail(err)
+	}
+	defer top.Close()
+	st, err := top.Lstat(cp.Job)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := top.Mkdir(cp.Job, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fail(err)
+		}
+		if uid != os.Geteuid() {
+			if err := top.Lchown(cp.Job, uid, -1); err != nil {
+				return fail(fmt.Errorf("give the job's directory to uid %d: %w", uid, err))
+			}
+		}
+	case err != nil:
+		return fail(err)
+	case !st.IsDir():
+		return fail(fmt.Errorf("%s is not a directory", filepath.Join(spoolDir, CopiesSubdir, cp.Job)))
+	}
+	dir, err := top.OpenRoot(cp.Job)
+	if err != nil {
+		return fail(err)
+	}
+	defer dir.Close()
+	st, err = dir.Stat(".")
+	if err != nil {
+		return fail(err)
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); !ok || !st.IsDir() ||
+		(int(sys.Uid) != uid && sys.Uid != 0 && int(sys.Uid) != os.Geteuid()) {
+		return fail(fmt.Errorf("the job's directory is not owned by the job's user (uid %d)", uid))
+	}
+	b, err := json.MarshalIndent(cp, "", "  ")
+	if err != nil {
+		return fail(err)
+	}
+	tmp := fmt.Sprintf(".plan.json.tmp-%d-%08x", os.Getpid(), rand.Uint32())
+	f, err := dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fail(err)
+	}
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = dir.Rename(tmp, "plan.json")
+	}
+	if err != nil {
+		_ = dir.Remove(tmp)
+		return fail(err)
+	}
+	return nil
+}
+
+// ReadCopyPlan reads spoolDir/copies/<job>/plan.json (tests, tools).
+func ReadCopyPlan(spoolDir, job string) (CopyPlan, error) {
+	var cp CopyPlan
+	b, err := os.ReadFile(filepath.Join(spoolDir, CopiesSubdir, job, "plan.json"))
+	if err != nil {
+		return cp, err
+	}
+	err = json.Unmarshal(b, &cp)
+	return cp, err
+}

@@ -1,0 +1,472 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hadar-sched/hadar/bridge"
+	"github.com/hadar-sched/hadar/profiles"
+	"github.com/hadar-sched/hadar/slurm"
+)
+
+// qjob is one squeue row of a fake cluster.
+type qjob struct {
+	id, user, state, reason, gres, nodes, comment string
+	numNodes                                      int
+	submit                                        time.Time
+	used                                          time.Duration
+}
+
+var testSubmit = time.Date(2026, 11, 29, 14, 47, 7, 0, time.Local)
+
+// squeueOutput prints jobs exactly as `squeue -o slurm.JobFormat` does:
+// Slurm's fields '|'-terminated, then the name and the comment padded to
+// their fixed widths.
+func squeueOutput(jobs ...qjob) []byte {
+	var b strings.Builder
+	for _, j := range jobs {
+		user, state, reason, gres, comment := j.user, j.state, j.reason, j.gres, j.comment
+		if user == "" {
+			user = "alice"
+		}
+		if state == "" {
+			state = "PENDING"
+		}
+		if reason == "" {
+			reason = "None"
+			if state == "PENDING" && bridge.IsTagged(comment) {
+				reason = "JobHeldUser"
+			}
+		}
+		if gres == "" {
+			gres = "N/A"
+		}
+		if comment == "" {
+			comment = "(null)"
+		}
+		n := max(1, j.numNodes)
+		submit := j.submit
+		if submit.IsZero() {
+			submit = testSubmit
+		}
+		start := "N/A"
+		if state == "RUNNING" {
+			start = submit.Add(time.Second).Format("2006-01-02T15:04:05")
+		}
+		used := fmt.Sprintf("%d:%02d", int(j.used.Minutes()), int(j.used.Seconds())%60)
+		fmt.Fprintf(&b, "%s|%s|N/A|%s|%s|%d|%s|%s|%s|%s|%s|%s|%-64.64s|%-512.512s\n",
+			j.id, j.id, user, state, n, submit.Format("2006-01-02T15:04:05"), start, used, gres, j.nodes, reason, "wrap", comment)
+	}
+	return []byte(b.String())
+}
+
+// demoNodes is the verbatim `scontrol -a -d -o show node` of the idle demo
+// cluster (node1-2 v100 x4, node3 p100 x4, node4-5 k80 x4), with the GPUs
+// of used[node] allocated.
+func demoNodes(t testing.TB, used map[string]int) []byte {
+	t.Helper()
+	fx, err := slurm.LoadFixture("../../slurm/testdata/scontrol-show-node/22.05-idle.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reUsed := regexp.MustCompile(`GresUsed=gpu:([a-z0-9]+):0\(IDX:N/A\)`)
+	var out []string
+	for _, line := range strings.SplitAfter(string(fx.Output), "\n") {
+		name := strings.TrimPrefix(strings.Fields(line + " x")[0], "NodeName=")
+		if n := used[name]; n > 0 {
+			line = reUsed.ReplaceAllString(line, fmt.Sprintf("GresUsed=gpu:${1}:%d(IDX:0-%d)", n, n-1))
+			state := "MIXED"
+			if n == 4 {
+				state = "ALLOCATED"
+			}
+			line = strings.Replace(line, "State=IDLE", "State="+state, 1)
+		}
+		out = append(out, line)
+	}
+	return []byte(strings.Join(out, ""))
+}
+
+func siteNodes(t testing.TB) []byte {
+	t.Helper()
+	fx, err := slurm.LoadFixture("../../slurm/testdata/scontrol-show-node/22.05-site-alloc.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fx.Output
+}
+
+func fakeSlurm(nodes []byte, jobs ...qjob) *slurm.FakeRunner {
+	r := slurm.NewFakeRunner()
+	r.Set(slurm.JobQueryArgs, squeueOutput(jobs...), nil)
+	r.Set(slurm.NodeQueryArgs, nodes, nil)
+	return r
+}
+
+// isolate makes the dry round find no config, no daemon database and a
+// private temporary directory, as on a machine without hadar-slurmd.
+func isolate(t *testing.T) (tmp string) {
+	t.Helper()
+	dir := t.TempDir()
+	tmp = filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", tmp)
+	t.Setenv("HADAR_DB", filepath.Join(dir, "no-daemon", "hadar.db"))
+	t.Setenv("HADAR_CONFIG", "")
+	os.Unsetenv("HADAR_CONFIG")
+	t.Setenv("HADAR_SLURM_BIN_DIR", "")
+	old, oldDefaults := defaultConfigPath, configDefaults
+	defaultConfigPath = filepath.Join(dir, "etc", "hadar.toml")
+	configDefaults = func() bridge.Config {
+		c := bridge.DefaultConfig()
+		c.DataDir = filepath.Join(dir, "no-daemon")
+		c.SpoolDir = filepath.Join(dir, "no-spool")
+		return c
+	}
+	t.Cleanup(func() { defaultConfigPath, configDefaults = old, oldDefaults })
+	return tmp
+}
+
+// runCLI runs `hadar args...` with Slurm served by r.
+func runCLI(t *testing.T, r slurm.Runner, args ...string) (string, string, error) {
+	t.Helper()
+	old := slurmRunner
+	slurmRunner = func(string) slurm.Runner { return r }
+	defer func() { slurmRunner = old }()
+	var out, errOut bytes.Buffer
+	app := newApp()
+	app.Writer, app.ErrWriter = &out, &errOut
+	app.ExitErrHandler = func(*cli.Context, error) {}
+	err := app.Run(append([]string{"hadar"}, args...))
+	return out.String(), errOut.String(), err
+}
+
+func decodePlan(t *testing.T, s string) planOutput {
+	t.Helper()
+	var p planOutput
+	if err := json.Unmarshal([]byte(s), &p); err != nil {
+		t.Fatalf("decode plan %q: %v", s, err)
+	}
+	return p
+}
+
+func onlyReads(t *testing.T, r *slurm.FakeRunner) {
+	t.Helper()
+	for _, c := range r.Calls() {
+		k := slurm.FakeKey(c...)
+		if k != slurm.FakeKey(slurm.JobQueryArgs...) && k != slurm.FakeKey(slurm.NodeQueryArgs...) {
+			t.Errorf("ran %q: plan and explain may only read (squeue, scontrol show node)", k)
+		}
+	}
+	if len(r.Calls()) != 2 {
+		t.Errorf("ran %d Slurm commands, want 2 (one squeue, one scontrol show node): %v", len(r.Calls()), r.Calls())
+	}
+}
+
+func decisionsByJob(p planOutput) map[string]planDecision {
+	out := map[string]planDecision{}
+	for _, d := range p.Decisions {
+		out[d.Job] = d
+	}
+	return out
+}
+
+// TestPlanDemoCluster: held tagged jobs are placed on free nodes of a GPU
+// type they run on, a bad tag is passed through with its AdminComment, an
+// untagged job gets no decision and is named by no action, and nothing
+// but the two reads runs.
+func TestPlanDemoCluster(t *testing.T) {
+	tmp := isolate(t)
+	r := fakeSlurm(demoNodes(t, map[string]int{"node1": 4}),
+		qjob{id: "1", state: "RUNNING", gres: "gres:gpu:4", nodes: "node1"},
+		qjob{id: "2", comment: "hadar model=resnet50-bs64 steps=1000", gres: "gres:gpu:1"},
+		qjob{id: "3", comment: "hadar steps=-5", gres: "gres:gpu:1"},
+		qjob{id: "4", comment: "hadar model=lm-bs20 steps=1000", gres: "gres:gpu:2"},
+		qjob{id: "5", state: "PENDING", reason: "Resources", gres: "gres:gpu:4"},
+	)
+	out, stderr, err := runCLI(t, r, "plan", "--json")
+	if err != nil {
+		t.Fatalf("plan: %v\n%s", err, stderr)
+	}
+	onlyReads(t, r)
+	p := decodePlan(t, out)
+	if p.Policy != "hadar" || !p.DryRun || p.Jobs != 5 || p.Tagged != 3 {
+		t.Errorf("header = %+v", p)
+	}
+	ds := decisionsByJob(p)
+	for _, id := range []string{"1", "5"} {
+		if d, ok := ds[id]; ok {
+			t.Errorf("untagged job %s got a decision: %+v", id, d)
+		}
+	}
+	for _, id := range []string{"2", "4"} {
+		d := ds[id]
+		if d.Decision != "place" || len(d.Nodes) != 1 || d.Nodes[0] == "node1" || d.GPUType == "" {
+			t.Errorf("job %s: %+v, want a place on a free node", id, d)
+		}
+	}
+	if d := ds["3"]; d.Decision != "pass-through" || !strings.Contains(d.Reason, "steps") {
+		t.Errorf("job 3 (bad tag): %+v", d)
+	}
+	var release []string
+	for _, a := range p.Actions {
+		for _, id := range a.Jobs {
+			if id == "1" || id == "5" {
+				t.Errorf("action names untagged job %s: %+v", id, a)
+			}
+		}
+		if a.Kind == "release" {
+			release = a.Jobs
+		}
+		if a.Kind == "comment" && (a.Jobs[0] != "3" || !strings.Contains(a.Text, "released to Slurm's scheduler")) {
+			t.Errorf("comment action %+v", a)
+		}
+	}
+	if strings.Join(release, ",") != "2,3,4" {
+		t.Errorf("release %v, want 2,3,4", release)
+	}
+	if n := len(p.Nodes); n != 5 {
+		t.Errorf("%d nodes, want 5", n)
+	}
+	for _, n := range p.Nodes {
+		if n.Name == "node1" && (n.Used != 4 || n.Available != 0) {
+			t.Errorf("node1 = %+v, want 4 used by the untagged job, 0 for hadar", n)
+		}
+	}
+	// The throwaway data dir is gone.
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Errorf("left behind in TMPDIR: %v", ents)
+	}
+
+	// The text form says the same.
+	text, _, err := runCLI(t, r, "plan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"nothing was changed", "config: defaults", "throughputs: built-in defaults",
+		"JOB  DECISION", "pass-through", "hadar-slurmd would run:", "scontrol release 2,3,4",
+		`scontrol update JobId=3 AdminComment="hadar: bad hadar tag: steps`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("plan output lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// TestPlanSiteLayout: site GRES names resolve to canonical types; a node
+// with two types, a drained node and a CPU-only node are not planned on.
+func TestPlanSiteLayout(t *testing.T) {
+	isolate(t)
+	r := fakeSlurm(siteNodes(t),
+		qjob{id: "1", state: "RUNNING", gres: "gres:gpu:tesla_v100-sxm2-32gb:4", nodes: "gpu-v100-01"},
+		qjob{id: "6", comment: "hadar model=resnet50-bs64 steps=100", gres: "gres:gpu:2"},
+	)
+	out, _, err := runCLI(t, r, "plan", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := decodePlan(t, out)
+	why := map[string]string{}
+	for _, n := range p.Nodes {
+		why[n.Name] = n.Why
+		if n.Name == "gpu-v100-02" && (n.GPUType != "v100" || n.SiteTypes["tesla_v100-sxm2-32gb"] != 4 || !n.Usable) {
+			t.Errorf("gpu-v100-02 = %+v", n)
+		}
+	}
+	for node, want := range map[string]string{"cpu-01": "no GPUs", "gpu-a100-01": "not schedulable", "gpu-mix-01": "several GPU types"} {
+		if !strings.Contains(why[node], want) {
+			t.Errorf("%s: why %q, want %q", node, why[node], want)
+		}
+	}
+	if d := decisionsByJob(p)["6"]; d.Decision != "place" || strings.Join(d.Nodes, ",") != "gpu-v100-02" || d.GPUType != "v100" {
+		t.Errorf("job 6: %+v, want a place on gpu-v100-02 (v100)", d)
+	}
+}
+
+// TestPlanNeverTouchesDaemonDB: plan reads the daemon's config and a copy
+// of its databases (a job hadar released is known as launching), and
+// leaves the daemon's files byte for byte as they were.
+func TestPlanNeverTouchesDaemonDB(t *testing.T) {
+	tmp := isolate(t)
+	ctx := context.Background()
+	dataDir := filepath.Join(t.TempDir(), "data")
+	t.Setenv("HADAR_DB", "")
+	os.Unsetenv("HADAR_DB")
+	cfgPath := filepath.Join(t.TempDir(), "hadar.toml")
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf("policy = \"hadar\"\ndata_dir = %q\nspool_dir = %q\n", dataDir, filepath.Join(dataDir, "spool"))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	store, err := profiles.Open(ctx, filepath.Join(dataDir, profiles.DBFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+	st, _, err := bridge.OpenState(ctx, filepath.Join(dataDir, bridge.StateFile), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.WriteRound(ctx, bridge.RoundWrite{Round: bridge.RoundRecord{Number: 41, Started: time.Now(), Policy: "hadar"},
+		Placed: map[string]bridge.Placed{"7": {Nodes: []string{"node3"}, ReleasedAt: time.Now().Add(-10 * time.Second)}}}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	before := hashDir(t, dataDir)
+
+	r := fakeSlurm(demoNodes(t, nil),
+		qjob{id: "7", reason: "Resources", comment: "hadar model=a3c steps=10", gres: "gres:gpu:4"},
+		qjob{id: "8", comment: "hadar model=a3c steps=10", gres: "gres:gpu:4"},
+	)
+	out, stderr, err := runCLI(t, r, "plan", "--json", "--config", cfgPath)
+	if err != nil {
+		t.Fatalf("plan: %v\n%s", err, stderr)
+	}
+	onlyReads(t, r)
+	p := decodePlan(t, out)
+	srcs := strings.Join(p.Sources, "\n")
+	for _, want := range []string{"config: " + cfgPath, "throughputs: a copy of " + filepath.Join(dataDir, "hadar.db"), "state: a copy of " + filepath.Join(dataDir, "state.db")} {
+		if !strings.Contains(srcs, want) {
+			t.Errorf("sources lack %q: %s", want, srcs)
+		}
+	}
+	for _, n := range p.Nodes {
+		if n.Name == "node3" && n.Available != 0 {
+			t.Errorf("node3 is reserved for launching job 7, but plan offers %d GPUs", n.Available)
+		}
+	}
+	if d := decisionsByJob(p)["8"]; d.Decision != "place" || strings.Join(d.Nodes, ",") == "node3" {
+		t.Errorf("job 8: %+v", d)
+	}
+	if _, ok := decisionsByJob(p)["7"]; ok {
+		t.Errorf("launching job 7 was re-planned")
+	}
+	if after := hashDir(t, dataDir); after != before {
+		t.Errorf("the daemon's data dir changed:\nbefore %s\nafter  %s", before, after)
+	}
+	st, _, err = bridge.OpenState(ctx, filepath.Join(dataDir, bridge.StateFile), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if n, _ := st.LastRound(ctx); n != 41 {
+		t.Errorf("daemon's last round = %d, want 41", n)
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Errorf("left behind in TMPDIR: %v", ents)
+	}
+
+	// The same while the daemon has both databases open (their write-ahead
+	// logs exist): the copy goes through a read-only connection; the
+	// databases and their logs do not change.
+	live, err := profiles.Open(ctx, filepath.Join(dataDir, profiles.DBFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	if _, err := live.Throughputs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Placements(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{profiles.DBFile, bridge.StateFile} {
+		if _, err := os.Stat(filepath.Join(dataDir, f+"-wal")); err != nil {
+			t.Fatalf("the live database has no write-ahead log: %v", err)
+		}
+	}
+	before = hashDir(t, dataDir)
+	out, stderr, err = runCLI(t, r, "plan", "--json", "--config", cfgPath)
+	if err != nil {
+		t.Fatalf("plan with the daemon running: %v\n%s", err, stderr)
+	}
+	p = decodePlan(t, out)
+	if _, ok := decisionsByJob(p)["7"]; ok || !strings.Contains(strings.Join(p.Sources, "\n"), "state: a copy of") {
+		t.Errorf("with the daemon running, the state copy was not used: %+v", p)
+	}
+	if after := hashDir(t, dataDir); after != before {
+		t.Errorf("the daemon's data dir changed while it ran:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+func hashDir(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasSuffix(p, "-shm") {
+			return err // -shm is SQLite's shared lock memory, which readers use
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		info, _ := d.Info()
+		fmt.Fprintf(&b, "%s %x %s; ", strings.TrimPrefix(p, dir), sha256.Sum256(data), info.ModTime().Format(time.RFC3339Nano))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+func TestPlanPolicyAndErrors(t *testing.T) {
+	isolate(t)
+	r := fakeSlurm(demoNodes(t, nil), qjob{id: "2", comment: "hadar model=resnet50-bs64 steps=1000", gres: "gres:gpu:1"})
+	out, _, err := runCLI(t, r, "plan", "--json", "--policy", "gavel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := decodePlan(t, out); p.Policy != "gavel" {
+		t.Errorf("policy %q, want gavel", p.Policy)
+	}
+	if _, _, err := runCLI(t, r, "plan", "--policy", "nosuch"); err == nil || !strings.Contains(err.Error(), "unknown policy") {
+		t.Errorf("--policy nosuch: %v", err)
+	}
+	if _, _, err := runCLI(t, r, "plan", "--config", filepath.Join(t.TempDir(), "missing.toml")); err == nil {
+		t.Error("an explicit missing --config must be an error")
+	}
+	if _, _, err := runCLI(t, r, "plan", "extra"); err == nil {
+		t.Error("plan takes no arguments")
+	}
+
+	// A daemon database that does not open: plan with the defaults.
+	junk := filepath.Join(t.TempDir(), "hadar.db")
+	if err := os.WriteFile(junk, []byte("not a database, not even close; not a database, not even close; not a database"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HADAR_DB", junk)
+	out, _, err = runCLI(t, r, "plan", "--json")
+	if err != nil {
+		t.Fatalf("plan with an unreadable daemon database: %v", err)
+	}
+	if p := decodePlan(t, out); !strings.Contains(strings.Join(p.Sources, "\n"), "throughputs: built-in defaults (the copy of "+junk+" does not open") || len(p.Decisions) != 1 {
+		t.Errorf("plan with a junk database: %+v", p)
+	}
+
+	// slurmctld down: the error says so, nothing is printed.
+	down := slurm.NewFakeRunner()
+	fx, err := slurm.LoadFixture("../../slurm/testdata/errors/22.05-controller-down-squeue.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down.Set(slurm.JobQueryArgs, nil, &slurm.CommandError{Argv: slurm.JobQueryArgs, ExitCode: 1, Stderr: string(fx.Output)})
+	down.Set(slurm.NodeQueryArgs, demoNodes(t, nil), nil)
+	out, _, err = runCLI(t, down, "plan")
+	if err == nil || !errors.Is(err, slurm.ErrControllerDown) {
+		t.Errorf("controller down: err %v", err)
+	}
+	if out != "" {
+		t.Errorf("printed %q on failure", out)
+	}
+}

@@ -1,0 +1,301 @@
+// Package docker holds the tests of the dockerized test cluster (there is
+// no Go code here). No Docker engine runs where these tests run, so they
+// check what can be checked without one: both clusters are rendered from
+// the same templates and agree on every node and GPU, the compose file's
+// nodes are the layout's, and the scripts parse. `docker compose config`
+// runs only when the compose plugin is installed.
+package docker
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const testcluster = "../testcluster"
+
+func render(t *testing.T, layout, mode string) (slurmConf, gresConf string) {
+	t.Helper()
+	out := t.TempDir()
+	cmd := exec.Command(filepath.Join(testcluster, "render"), "--layout", layout, "--mode", mode,
+		"--dir", "/var/lib/hadar-cluster", "--out", out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("render --layout %s --mode %s: %v\n%s", layout, mode, err, b)
+	}
+	s, err := os.ReadFile(filepath.Join(out, "slurm.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := os.ReadFile(filepath.Join(out, "gres.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(s), string(g)
+}
+
+// hostWords are the words of a NodeName line that say where the node
+// runs, which is what the modes differ in.
+var hostWords = regexp.MustCompile(`^(NodeHostname|NodeAddr|Port)=`)
+
+// normalize drops what legitimately differs between the modes: where the
+// nodes and slurmctld run.
+func normalize(slurmConf string) []string {
+	var out []string
+	for _, l := range strings.Split(slurmConf, "\n") {
+		switch {
+		case strings.HasPrefix(l, "SlurmctldHost="):
+			continue
+		case strings.HasPrefix(l, "NodeName="):
+			var keep []string
+			for _, w := range strings.Fields(l) {
+				if !hostWords.MatchString(w) {
+					keep = append(keep, w)
+				}
+			}
+			l = strings.Join(keep, " ")
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+func layouts(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(testcluster, "layouts", "*.layout"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no layouts: %v", err)
+	}
+	var names []string
+	for _, f := range files {
+		names = append(names, strings.TrimSuffix(filepath.Base(f), ".layout"))
+	}
+	return names
+}
+
+// layoutNodes reads a layout: node -> "type count ..." words.
+func layoutNodes(t *testing.T, name string) (order []string, gpus map[string][]string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testcluster, "layouts", name+".layout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus = map[string][]string{}
+	for _, l := range strings.Split(string(b), "\n") {
+		l, _, _ = strings.Cut(l, "#")
+		f := strings.Fields(l)
+		if len(f) == 0 {
+			continue
+		}
+		order = append(order, f[0])
+		gpus[f[0]] = f[1:]
+	}
+	return order, gpus
+}
+
+// The native (local) and docker renders of every layout agree on
+// everything but where the daemons run: nodes, CPUs, GRES, features,
+// partition, gres.conf, every other setting.
+func TestRenderModesAgree(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	for _, layout := range layouts(t) {
+		t.Run(layout, func(t *testing.T) {
+			localConf, localGres := render(t, layout, "local")
+			dockerConf, dockerGres := render(t, layout, "docker")
+			if diff := cmp.Diff(normalize(localConf), normalize(dockerConf)); diff != "" {
+				t.Errorf("slurm.conf differs beyond host placement (-local +docker):\n%s", diff)
+			}
+			if localGres != dockerGres {
+				t.Errorf("gres.conf differs:\n%s\n---\n%s", localGres, dockerGres)
+			}
+			// Every node of the layout, with its GPUs, is in both.
+			order, gpus := layoutNodes(t, layout)
+			for _, conf := range []string{localConf, dockerConf} {
+				var names []string
+				for _, l := range strings.Split(conf, "\n") {
+					if !strings.HasPrefix(l, "NodeName=") {
+						continue
+					}
+					name := strings.TrimPrefix(strings.Fields(l)[0], "NodeName=")
+					names = append(names, name)
+					var want []string
+					g := gpus[name]
+					for i := 0; i+1 < len(g); i += 2 {
+						want = append(want, "gpu:"+g[i]+":"+g[i+1])
+					}
+					if len(want) > 0 && !strings.Contains(l, " Gres="+strings.Join(want, ",")+" ") {
+						t.Errorf("%s: node line %q lacks Gres=%s", layout, l, strings.Join(want, ","))
+					}
+				}
+				if !cmp.Equal(names, order) {
+					t.Errorf("%s: nodes %v, layout %v", layout, names, order)
+				}
+			}
+			// In docker mode each node is the host of its own name.
+			for _, l := range strings.Split(dockerConf, "\n") {
+				if f := strings.Fields(l); len(f) > 1 && strings.HasPrefix(f[0], "NodeName=") && f[1] != "NodeHostname="+strings.TrimPrefix(f[0], "NodeName=") {
+					t.Errorf("docker node line %q", l)
+				}
+			}
+			if !strings.Contains(dockerConf, "\nSlurmctldHost=slurmctld(slurmctld)\n") {
+				t.Error("docker mode: slurmctld is not the host slurmctld (the compose service)")
+			}
+		})
+	}
+}
+
+// composeServices reads the services of compose.yaml: name -> key -> value
+// (the subset of YAML this file uses: two-space indents, scalars, flow
+// lists, merge keys of anchors).
+func composeServices(t *testing.T) map[string]map[string]string {
+	t.Helper()
+	b, err := os.ReadFile("compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]map[string]string{}
+	services := map[string]map[string]string{}
+	var cur map[string]string // the anchor or service being read
+	section, keyIndent := "", 0
+	for _, raw := range strings.Split(string(b), "\n") {
+		l := strings.TrimRight(raw, " ")
+		if strings.TrimSpace(l) == "" || strings.HasPrefix(strings.TrimSpace(l), "#") {
+			continue
+		}
+		indent := len(l) - len(strings.TrimLeft(l, " "))
+		key, val, _ := strings.Cut(strings.TrimSpace(l), ":")
+		val = strings.TrimSpace(val)
+		switch {
+		case indent == 0:
+			section, cur = key, nil
+			if m := regexp.MustCompile(`^&(\S+)$`).FindStringSubmatch(val); m != nil {
+				cur, keyIndent = map[string]string{}, 2
+				anchors[m[1]] = cur
+			}
+		case section == "services" && indent == 2:
+			cur, keyIndent = map[string]string{}, 4
+			services[key] = cur
+		case cur == nil || indent != keyIndent:
+			// nested values (lists, maps) are not needed
+		case key == "<<":
+			for k, v := range anchors[strings.TrimPrefix(val, "*")] {
+				if _, set := cur[k]; !set {
+					cur[k] = v
+				}
+			}
+		default:
+			cur[key] = val
+		}
+	}
+	return services
+}
+
+// The compose file runs slurmctld, one slurmd per node of the layout it
+// names (hostnames = node names, as render --mode docker expects), and
+// hadar-slurmd, all from the one image.
+func TestComposeMatchesLayout(t *testing.T) {
+	svc := composeServices(t)
+	env, err := os.ReadFile("compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`\n\s+HADAR_CLUSTER_LAYOUT: (\S+)\n`).FindSubmatch(env)
+	if m == nil {
+		t.Fatal("compose.yaml sets no HADAR_CLUSTER_LAYOUT")
+	}
+	order, _ := layoutNodes(t, string(m[1]))
+	var nodes []string
+	for name, s := range svc {
+		if s["image"] != "hadar-testcluster:dev" {
+			t.Errorf("service %s: image %q", name, s["image"])
+		}
+		switch s["command"] {
+		case `["slurmd"]`:
+			if s["hostname"] != name {
+				t.Errorf("node service %s has hostname %q", name, s["hostname"])
+			}
+			nodes = append(nodes, s["hostname"])
+		case `["slurmctld"]`:
+			if name != "slurmctld" || s["hostname"] != "slurmctld" {
+				t.Errorf("slurmctld service %s, hostname %q", name, s["hostname"])
+			}
+		case `["hadar-slurmd"]`:
+			if !strings.Contains(s["depends_on"], "slurmctld") {
+				t.Errorf("hadar service depends on %q", s["depends_on"])
+			}
+		default:
+			t.Errorf("service %s runs %q", name, s["command"])
+		}
+	}
+	sort.Strings(nodes)
+	want := append([]string(nil), order...)
+	sort.Strings(want)
+	if !cmp.Equal(nodes, want) {
+		t.Errorf("compose node services %v, layout %s has %v", nodes, m[1], want)
+	}
+	if len(svc) != len(order)+2 {
+		t.Errorf("%d services: %v", len(svc), svc)
+	}
+
+	// Validate with docker compose where the plugin exists (not here).
+	if out, err := exec.Command("docker", "compose", "version").CombinedOutput(); err == nil {
+		if out, err := exec.Command("docker", "compose", "-f", "compose.yaml", "config", "-q").CombinedOutput(); err != nil {
+			t.Errorf("docker compose config: %v\n%s", err, out)
+		}
+	} else {
+		t.Logf("docker compose not available (%s): compose.yaml not validated by it", strings.TrimSpace(string(out)))
+	}
+}
+
+// The image renders with the same script and templates; the entry point
+// parses (and passes shellcheck where installed).
+func TestDockerfileUsesTheTemplates(t *testing.T) {
+	df, err := os.ReadFile("Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"COPY contrib/testcluster/render contrib/testcluster/lib.sh /opt/hadar/testcluster/",
+		"COPY contrib/testcluster/templates /opt/hadar/testcluster/templates",
+		"COPY contrib/testcluster/layouts /opt/hadar/testcluster/layouts",
+		"COPY contrib/slurm/job_submit.lua",
+		"COPY contrib/hadar.toml /etc/hadar/hadar.toml.example",
+		"go build -trimpath -o /out/hadar ./cmd/hadar",
+		"./cmd/hadar-slurmd",
+	} {
+		if !strings.Contains(string(df), want) {
+			t.Errorf("Dockerfile lacks %q", want)
+		}
+	}
+	ep, err := os.ReadFile("entrypoint.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(ep), "/opt/hadar/testcluster/render --mode docker") {
+		t.Error("entrypoint.sh does not render with --mode docker")
+	}
+	if out, err := exec.Command("bash", "-n", "entrypoint.sh").CombinedOutput(); err != nil {
+		t.Errorf("bash -n entrypoint.sh: %v\n%s", err, out)
+	}
+	if sc, err := exec.LookPath("shellcheck"); err == nil {
+		if out, err := exec.Command(sc, "entrypoint.sh").CombinedOutput(); err != nil {
+			t.Errorf("shellcheck entrypoint.sh: %v\n%s", err, out)
+		}
+	}
+	// What the hadar container runs with must be a valid config: the
+	// example with the metrics endpoint opened.
+	ex, err := os.ReadFile("../hadar.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^listen = "127\.0\.0\.1:9788"$`).Match(ex) {
+		t.Error(`contrib/hadar.toml has no line listen = "127.0.0.1:9788" for entrypoint.sh's sed to open`)
+	}
+}

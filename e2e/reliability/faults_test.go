@@ -1,0 +1,637 @@
+package reliability
+
+import (
+	"crypto/rand"
+	"database/sql"
+	"fmt"
+	mrand "math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hadar-sched/hadar/slurm"
+)
+
+// checkNoDoubleActions checks the daemon's own record: no successful
+// release of a job twice without a successful hold or requeuehold of it in
+// between (the state database may miss actions of a killed daemon; Slurm's
+// log, checked by assertNoDoubleRelease, has them all).
+func checkNoDoubleActions(t *testing.T, d *daemon, ids []string) {
+	t.Helper()
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	armed := map[string]bool{}
+	for _, a := range d.actions() {
+		if !a.done() {
+			continue
+		}
+		for _, id := range jobIDsOf(a) {
+			if !want[id] {
+				continue
+			}
+			switch a.Kind {
+			case "release":
+				if armed[id] {
+					// allowed only if Slurm started (and requeued) it in
+					// between; Slurm's log decides (assertNoDoubleRelease).
+					t.Logf("state db: job %s released again in round %d without a recorded hold", id, a.Round)
+				}
+				armed[id] = true
+			case "hold", "requeuehold":
+				armed[id] = false
+			}
+		}
+	}
+}
+
+// 1. kill -9 of hadar-slurmd at seeded random moments of a 30-job
+// workload, 10 times, restarted each time (two of the kills at chosen
+// crash points: between a job's NodeList update and its release, and just
+// after a release before the round is recorded).
+func TestKill9Restarts(t *testing.T) {
+	tc := need(t)
+	rng := mrand.New(mrand.NewPCG(seed(), 0x6b696c6c))
+	cfg := defaultDaemonConfig()
+	d := tc.newDaemon("d", cfg)
+	work := randomWorkload(t, rng, d, 30, 6, 14)
+	var ids []string
+	for _, j := range work[:20] {
+		ids = append(ids, tc.submit(j))
+	}
+	start := time.Now()
+	d.start()
+	watch := watchStalls(t, d)
+	kinds := map[string]int{}
+	for k := range 10 {
+		time.Sleep(time.Duration(1500+rng.IntN(3500)) * time.Millisecond)
+		kind := "random"
+		switch k {
+		case 2:
+			kind = "before-release"
+			d.rule("kill-before.scontrol", "release")
+		case 6:
+			kind = "after-release"
+			d.rule("kill-after.scontrol", "release")
+		}
+		if kind != "random" {
+			if !waitFor(10*time.Second, func() bool { ok, _ := d.alive(); return !ok }) {
+				os.Remove(filepath.Join(d.shims, "rules", "kill-before.scontrol"))
+				os.Remove(filepath.Join(d.shims, "rules", "kill-after.scontrol"))
+				kind = "random (no release came)"
+				d.kill9()
+			} else {
+				d.wait(5 * time.Second)
+			}
+		} else {
+			d.kill9()
+		}
+		kinds[kind]++
+		held := 0
+		for _, j := range queue(t) {
+			if isHeld(j) {
+				held++
+			}
+		}
+		t.Logf("kill %d (%s) at %s: %d held jobs", k+1, kind, time.Since(start).Round(100*time.Millisecond), held)
+		if len(ids) < 30 {
+			ids = append(ids, tc.submit(work[len(ids)]))
+		}
+		time.Sleep(time.Duration(rng.IntN(1500)) * time.Millisecond)
+		d.start()
+	}
+	for len(ids) < 30 {
+		ids = append(ids, tc.submit(work[len(ids)]))
+	}
+	waitDone(t, ids, 240*time.Second)
+	makespan := time.Since(start)
+	worst, who, samples := watch.stop()
+	d.term()
+
+	assertAllCompleted(t, ids)
+	comp := jobcompRecords(t)
+	runs := 0
+	for _, id := range ids {
+		recs := comp[id]
+		runs += len(recs)
+		completed := 0
+		for _, s := range recs {
+			switch s {
+			case "COMPLETED":
+				completed++
+			case "PENDING", "REQUEUED":
+			default:
+				t.Errorf("job %s has a run that ended %s: %v", id, s, recs)
+			}
+		}
+		if completed != 1 {
+			t.Errorf("job %s completed %d times: %v", id, completed, recs)
+		}
+	}
+	rel := assertNoDoubleRelease(t, ids)
+	checkNoDoubleActions(t, d, ids)
+	d.assertHealthyLog()
+	// Every restart's first round ran at once and worked.
+	var firstRound []time.Duration
+	rounds := d.rounds()
+	for _, s := range d.starts[1:] {
+		for _, r := range rounds {
+			if r.time().After(s) {
+				firstRound = append(firstRound, r.time().Sub(s))
+				break
+			}
+		}
+	}
+	var fr []float64
+	for _, x := range firstRound {
+		fr = append(fr, x.Seconds())
+	}
+	limit := 4*time.Second + 3*time.Second // one round + slack
+	if worst > limit {
+		t.Errorf("job %s stayed held %s while a node had room for it (limit: one round + 3 s = %s)", who, worst.Round(100*time.Millisecond), limit)
+	}
+	migr := 0
+	for _, a := range d.actions() {
+		if a.Kind == "requeuehold" && a.done() {
+			migr += len(jobIDsOf(a))
+		}
+	}
+	totalRel := 0
+	for _, n := range rel {
+		totalRel += n
+	}
+	record(t, "30 jobs, 10 kill -9 (%v), seed %d: all COMPLETED in %s; %d runs, %d migrations, %d releases in Slurm's log, no double release; restart to first round max %.2fs; longest hold with room %.1fs (job %s, %d samples)",
+		kinds, seed(), makespan.Round(time.Second), runs, migr, totalRel, maxOf(fr), worst.Seconds(), who, samples)
+}
+
+// 2. slurmctld stopped in the middle of a round (the shim stops it just
+// before a NodeList update), kept down 30 s, then restarted the way the
+// test cluster's up does: the daemon backs off, logs it, resumes, and no
+// job is lost.
+func TestControllerOutage(t *testing.T) {
+	tc := need(t)
+	tc.onCleanup(func() { ensureCtld(t) })
+	cfg := defaultDaemonConfig()
+	// 22.05's clients retry ~9 s before giving up on a stopped slurmctld;
+	// a 5 s bound shows several backoff steps within the 30 s outage.
+	cfg.CommandTimeout = "5s"
+	d := tc.newDaemon("d", cfg)
+	var ids []string
+	for i := range 16 {
+		ids = append(ids, tc.submit(tagged(t, sleepModels[i%len(sleepModels)], 1+i%2, 10)))
+	}
+	d.start()
+	if !d.waitRounds(1, 20*time.Second) {
+		t.Fatal("no first round")
+	}
+	d.rule("stop-ctld.scontrol", "NodeList=")
+	for i := range 4 {
+		ids = append(ids, tc.submit(tagged(t, sleepModels[i], 1, 10)))
+	}
+	if !waitFor(60*time.Second, func() bool { return d.ruleGone("stop-ctld.scontrol") }) {
+		t.Fatal("the daemon placed no job within 60 s")
+	}
+	stopped := time.Now()
+	t.Logf("slurmctld stopped by the shim in the middle of a round")
+	time.Sleep(30*time.Second - time.Since(stopped))
+	restartCtld(t)
+	back := time.Now()
+	waitDone(t, ids, 180*time.Second)
+	d.term()
+
+	assertAllCompleted(t, ids)
+	assertNoDoubleRelease(t, ids)
+	d.assertHealthyLog()
+	var fails []logEntry
+	var recovered time.Time
+	for _, e := range d.log() {
+		switch e.str("msg") {
+		case "round failed; nothing was changed; retrying":
+			fails = append(fails, e)
+		case "rounds work again":
+			if recovered.IsZero() && e.time().After(stopped) {
+				recovered = e.time()
+			}
+		}
+	}
+	if len(fails) < 3 {
+		t.Fatalf("want the outage logged as failed rounds with backoff, got %d", len(fails))
+	}
+	var retries []string
+	for _, e := range fails {
+		retries = append(retries, e.str("retry_in"))
+	}
+	// The waits grow: 1 s, 2 s, 4 s, ...
+	prev := 0.0
+	for _, e := range fails {
+		r := e.num("retry_in")
+		if r < prev {
+			t.Errorf("backoff shrank during the outage: %v", retries)
+			break
+		}
+		prev = r
+	}
+	if recovered.IsZero() {
+		t.Fatal("no \"rounds work again\" after the outage")
+	}
+	var failedAction bool
+	for _, a := range d.actions() {
+		if a.Kind == "place" && a.Result == "error" {
+			failedAction = true
+		}
+	}
+	if !failedAction {
+		t.Error("the NodeList update cut by the outage is not recorded as failed")
+	}
+	record(t, "slurmctld down %.0fs mid-round: %d failed rounds logged (retry_in %s), rounds work again %.1fs after slurmctld came back; %d jobs all COMPLETED",
+		back.Sub(stopped).Seconds(), len(fails), strings.Join(retries, ","), recovered.Sub(back).Seconds(), len(ids))
+}
+
+// 3. A node goes DOWN (then stays drained) while it runs hadar jobs:
+// Slurm requeues them (JobRequeue=1) and hadar re-places them on other
+// nodes. Another node is only drained: its jobs finish there and hadar
+// puts nothing new on it.
+func TestNodeDownAndDrain(t *testing.T) {
+	tc := need(t)
+	d := tc.newDaemon("d", defaultDaemonConfig())
+	var ids []string
+	for i := range 12 {
+		ids = append(ids, tc.submit(tagged(t, sleepModels[i%len(sleepModels)], 2, 20)))
+	}
+	d.start()
+	var onNode map[string][]string
+	if !waitFor(30*time.Second, func() bool {
+		onNode = map[string][]string{}
+		running := 0
+		for _, j := range queue(t) {
+			if j.State == "RUNNING" && len(j.Nodes) == 1 {
+				onNode[j.Nodes[0]] = append(onNode[j.Nodes[0]], j.ID())
+				running++
+			}
+		}
+		return running >= 8
+	}) {
+		t.Fatal("workload not running")
+	}
+	var down, drain string
+	for _, n := range []string{"node4", "node5", "node3", "node1", "node2"} {
+		if len(onNode[n]) == 0 {
+			continue
+		}
+		if down == "" {
+			down = n
+		} else if drain == "" {
+			drain = n
+		}
+	}
+	if down == "" || drain == "" {
+		t.Fatalf("need two nodes with hadar jobs: %v", onNode)
+	}
+	tc.onCleanup(func() { resumeNodes(t, down, drain) })
+	victims := onNode[down]
+	failAt := time.Now()
+	mustRun(t, "scontrol", "update", "NodeName="+down, "State=DOWN", "Reason=hadar-reliability-test")
+	mustRun(t, "scontrol", "update", "NodeName="+down, "State=DRAIN", "Reason=hadar-reliability-test")
+	mustRun(t, "scontrol", "update", "NodeName="+drain, "State=DRAIN", "Reason=hadar-reliability-test")
+	t.Logf("node %s DOWN+DRAIN with jobs %v; node %s DRAIN with jobs %v", down, victims, drain, onNode[drain])
+
+	// The victims run again elsewhere.
+	var replaced time.Duration
+	if !waitFor(90*time.Second, func() bool {
+		q := byID(queue(t))
+		for _, id := range victims {
+			j, ok := q[id]
+			if ok && (j.State != "RUNNING" || len(j.Nodes) == 0 || j.Nodes[0] == down) {
+				return false
+			}
+		}
+		replaced = time.Since(failAt)
+		return true
+	}) {
+		t.Fatalf("jobs of the failed node %s not re-placed elsewhere within 90 s: %v", down, queue(t))
+	}
+	waitDone(t, ids, 180*time.Second)
+	d.term()
+	assertAllCompleted(t, ids)
+	assertNoDoubleRelease(t, ids)
+	d.assertHealthyLog()
+	comp := jobcompRecords(t)
+	for _, id := range victims {
+		if recs := comp[id]; len(recs) < 2 || recs[0] != "NODE_FAIL" {
+			t.Errorf("job %s of the failed node: runs %v, want NODE_FAIL then COMPLETED", id, recs)
+		}
+	}
+	for _, id := range onNode[drain] {
+		if recs := comp[id]; len(recs) != 1 {
+			t.Errorf("job %s of the drained node should finish there in one run: %v", id, recs)
+		}
+	}
+	dec := d.dbDecisions()
+	reheld := 0
+	for _, id := range victims {
+		for _, k := range dec[id] {
+			if strings.HasPrefix(k, "re-hold") {
+				reheld++
+				break
+			}
+		}
+	}
+	if reheld != len(victims) {
+		t.Errorf("%d of %d requeued jobs were taken back (re-hold) by hadar: %v", reheld, len(victims), dec)
+	}
+	// Nothing new on the drained or failed node after the failure.
+	for _, e := range ctldEventsAfter(t, failAt) {
+		if e.node == down || e.node == drain {
+			t.Errorf("job %s started on %s after it was taken out of service", e.id, e.node)
+		}
+	}
+	record(t, "node %s DOWN+DRAIN under %d hadar jobs: requeued by Slurm, taken back and running elsewhere after %.1fs; node %s DRAIN: its %d jobs finished in place, nothing new placed there; all %d COMPLETED",
+		down, len(victims), replaced.Seconds(), drain, len(onNode[drain]), len(ids))
+}
+
+type startEvent struct{ id, node string }
+
+// ctldEventsAfter lists the job starts slurmctld logged after t0.
+func ctldEventsAfter(t *testing.T, t0 time.Time) []startEvent {
+	b, err := os.ReadFile(filepath.Join(clusterDir, "log", "slurmctld.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []startEvent
+	for _, line := range strings.Split(string(b), "\n") {
+		if len(line) < 25 || line[0] != '[' {
+			continue
+		}
+		at, err := time.ParseInLocation("2006-01-02T15:04:05.000", line[1:24], time.Local)
+		if err != nil || !at.After(t0) {
+			continue
+		}
+		var id, node string
+		if i := strings.Index(line, "sched: Allocate JobId="); i >= 0 {
+			f := strings.Fields(line[i+len("sched: Allocate "):])
+			if len(f) >= 2 {
+				id, node = strings.TrimPrefix(f[0], "JobId="), strings.TrimPrefix(f[1], "NodeList=")
+			}
+		} else if i := strings.Index(line, "_start_job: Started JobId="); i >= 0 {
+			f := strings.Fields(line[i+len("_start_job: Started "):])
+			if len(f) >= 4 {
+				id, node = strings.TrimPrefix(f[0], "JobId="), f[len(f)-1]
+			}
+		}
+		if id != "" {
+			out = append(out, startEvent{id, node})
+		}
+	}
+	return out
+}
+
+// 4. scontrol fails for one job of a batch, once: first its NodeList
+// update, then its part of a batched release. The other jobs' actions
+// still happen in that round; the failed job is placed the next round.
+func TestScontrolFailsForOneJob(t *testing.T) {
+	tc := need(t)
+	cfg := defaultDaemonConfig()
+	cfg.Round = "3s"
+	d := tc.newDaemon("d", cfg)
+	runOne := func(pattern string) (victim string, ids []string) {
+		for i := range 6 {
+			ids = append(ids, tc.submit(tagged(t, sleepModels[i], 1, 6)))
+		}
+		victim = ids[2]
+		d.rule("fail-once.scontrol", victim+" "+pattern)
+		return victim, ids
+	}
+	check := func(pattern, victim string, ids []string) {
+		if !waitFor(30*time.Second, func() bool { return d.ruleGone("fail-once.scontrol") }) {
+			t.Fatalf("%s: the fault was never triggered", pattern)
+		}
+		waitDone(t, ids, 90*time.Second)
+		// Round of the failure vs round where the others and the victim
+		// were released.
+		relRound := map[string]int64{}
+		failRound := int64(-1)
+		for _, a := range d.actions() {
+			for _, id := range jobIDsOf(a) {
+				if id == victim && a.Result == "error" && failRound < 0 {
+					failRound = a.Round
+				}
+				if a.Kind == "release" && a.done() {
+					if _, ok := relRound[id]; !ok {
+						relRound[id] = a.Round
+					}
+				}
+			}
+		}
+		if failRound < 0 {
+			t.Fatalf("%s: no failed action recorded for job %s: %+v", pattern, victim, d.actions())
+		}
+		for _, id := range ids {
+			if id == victim {
+				continue
+			}
+			// A batched release that failed for one id is recorded as a
+			// failed action for the whole batch; Slurm's log shows that
+			// the others were released in that same round.
+			if r, ok := relRound[id]; ok && r > failRound {
+				t.Errorf("%s: job %s released in round %d, after the failure round %d", pattern, id, r, failRound)
+			}
+		}
+		if r, ok := relRound[victim]; !ok || r <= failRound {
+			t.Errorf("%s: victim %s released in round %v, want after the failure round %d", pattern, victim, r, failRound)
+		}
+		assertAllCompleted(t, ids)
+		rel := assertNoDoubleRelease(t, ids)
+		for _, id := range ids {
+			if rel[id] != 1 {
+				t.Errorf("%s: job %s released %d times by Slurm's log", pattern, id, rel[id])
+			}
+		}
+		record(t, "scontrol %s failing once for job %s among 6: the 5 others released in round %d, the job itself retried and released in round %d; all COMPLETED",
+			pattern, victim, failRound, relRound[victim])
+	}
+	v1, ids1 := runOne("NodeList=")
+	d.start()
+	check("NodeList=", v1, ids1)
+	v2, ids2 := runOne("release")
+	check("release", v2, ids2)
+	d.term()
+	d.assertHealthyLog()
+}
+
+// 5. The state database deleted, overwritten with garbage, or cut short
+// while the daemon is stopped (kill -9): it starts, rebuilds from Slurm,
+// and no job is lost.
+func TestStateDatabaseLost(t *testing.T) {
+	tc := need(t)
+	d := tc.newDaemon("d", defaultDaemonConfig())
+	var ids []string
+	for i := range 24 {
+		ids = append(ids, tc.submit(tagged(t, sleepModels[i%len(sleepModels)], 1+i%3, 8)))
+	}
+	db := filepath.Join(d.dir, "data", "state.db")
+	d.start()
+	var notes []string
+	for _, how := range []string{"deleted", "garbage", "truncated"} {
+		if !d.waitRounds(2, 30*time.Second) {
+			t.Fatal("rounds stopped")
+		}
+		d.kill9()
+		switch how {
+		case "deleted":
+			for _, sfx := range []string{"", "-wal", "-shm"} {
+				os.Remove(db + sfx)
+			}
+		case "garbage":
+			// The whole database: with its WAL left in place SQLite would
+			// read the recent pages from the WAL and heal the file.
+			junk := make([]byte, 64<<10)
+			rand.Read(junk)
+			if err := os.WriteFile(db, junk, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			os.Remove(db + "-wal")
+			os.Remove(db + "-shm")
+		case "truncated":
+			// Move everything into the main file, then cut it in the
+			// middle of a page (a disk that lost the file's tail).
+			if sdb, err := sql.Open("sqlite3", "file:"+db); err == nil {
+				if _, err := sdb.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+					t.Logf("checkpoint: %v", err)
+				}
+				sdb.Close()
+			}
+			st, err := os.Stat(db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(db, st.Size()/2+100); err != nil {
+				t.Fatal(err)
+			}
+			os.Remove(db + "-wal")
+			os.Remove(db + "-shm")
+		}
+		for range 2 { // one more submission while it is down
+			ids = append(ids, tc.submit(tagged(t, "a3c", 1, 6)))
+		}
+		d.start()
+		if !d.waitRounds(1, 30*time.Second) {
+			t.Fatalf("after the database was %s: no round", how)
+		}
+		aside, _ := filepath.Glob(db + ".corrupt-*")
+		notes = append(notes, fmt.Sprintf("%s: started, %d file(s) moved aside", how, len(aside)))
+	}
+	waitDone(t, ids, 150*time.Second)
+	d.term()
+	assertAllCompleted(t, ids)
+	assertNoDoubleRelease(t, ids)
+	d.assertHealthyLog()
+	corrupt := 0
+	for _, e := range d.log() {
+		if strings.HasPrefix(e.str("msg"), "STATE DATABASE WAS CORRUPT") {
+			corrupt++
+		}
+	}
+	if corrupt < 2 {
+		t.Errorf("the garbage and the truncated state database should both be logged as corrupt, got %d", corrupt)
+	}
+	if fi, err := os.Stat(db); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("recreated state.db: %v %v", fi.Mode(), err)
+	}
+	record(t, "%s; corruption logged %d time(s); all %d jobs COMPLETED, no double release", strings.Join(notes, "; "), corrupt, len(ids))
+}
+
+// 6. hadar-slurmd stopped for good (SIGTERM): within one poll interval
+// every held hadar job is released to Slurm's scheduler, and runs. Jobs
+// submitted after it stopped stay held until `hadar-slurmd --release-all`.
+func TestFailOpenOnStop(t *testing.T) {
+	tc := need(t)
+	d := tc.newDaemon("d", defaultDaemonConfig())
+	var ids []string
+	for i := range 30 {
+		ids = append(ids, tc.submit(tagged(t, sleepModels[i%len(sleepModels)], 1, 8)))
+	}
+	d.start()
+	var held int
+	if !waitFor(30*time.Second, func() bool {
+		held = 0
+		running := 0
+		for _, j := range queue(t) {
+			if isHeld(j) {
+				held++
+			}
+			if j.State == "RUNNING" {
+				running++
+			}
+		}
+		return running >= 15 && held > 0
+	}) {
+		t.Fatal("no mix of running and held jobs")
+	}
+	sent := time.Now()
+	d.signal(15)
+	var allReleased time.Duration
+	waitFor(10*time.Second, func() bool {
+		for _, j := range queue(t) {
+			if isHeld(j) {
+				return false
+			}
+		}
+		allReleased = time.Since(sent)
+		return true
+	})
+	err, ok := d.wait(30 * time.Second)
+	if !ok || err != nil {
+		t.Fatalf("daemon exit after SIGTERM: %v (exited: %v)", err, ok)
+	}
+	if allReleased == 0 || allReleased > time.Second {
+		t.Fatalf("held jobs released %s after SIGTERM, want within one poll interval (1s)", allReleased)
+	}
+	var releasedLog bool
+	for _, e := range d.log() {
+		if e.str("msg") == "released every held hadar job to Slurm's scheduler" && int(e.num("jobs")) == held {
+			releasedLog = true
+		}
+	}
+	if !releasedLog {
+		t.Errorf("no log of releasing the %d held jobs", held)
+	}
+	// Jobs submitted while hadar is off are held by job_submit.lua until
+	// `hadar-slurmd --release-all` (the documented way to turn hadar off).
+	var late []string
+	for range 3 {
+		late = append(late, tc.submit(tagged(t, "a3c", 1, 4)))
+	}
+	time.Sleep(3 * time.Second)
+	for _, j := range queue(t) {
+		for _, id := range late {
+			if j.ID() == id && !isHeld(j) {
+				t.Errorf("job %s submitted with hadar off is not held: %s %s", id, j.State, j.Reason)
+			}
+		}
+	}
+	out, err := run(filepath.Join(binDir, "hadar-slurmd"), "--config", d.cfgPath, "--release-all")
+	if err != nil {
+		t.Fatalf("--release-all: %v %s", err, out)
+	}
+	ids = append(ids, late...)
+	waitDone(t, ids, 120*time.Second)
+	assertAllCompleted(t, ids)
+	assertNoDoubleRelease(t, ids)
+	d.assertHealthyLog()
+	record(t, "SIGTERM with %d held jobs: all released %dms after the signal (poll interval 1s), exit 0; 3 jobs submitted after the stop stayed held until --release-all; all %d COMPLETED under Slurm alone",
+		held, allReleased.Milliseconds(), len(ids))
+}
+
+// nodesHadarUses counts the GPU nodes of the test cluster.
+func nodesHadarUses(t *testing.T) int {
+	n := 0
+	for _, x := range nodes(t) {
+		if len(slurm.GPUsByType(x.Gres)) > 0 {
+			n++
+		}
+	}
+	return n
+}
