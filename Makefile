@@ -9,7 +9,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X main.version=$(VERSION)
 export CGO_ENABLED := 1
 
-.PHONY: all build test e2e unit-test bench demo demo-sim lint fmt fuzz clean cluster-up cluster-down
+.PHONY: all build test e2e unit-test bench demo demo-sim lint fmt fuzz test-reliability clean cluster-up cluster-down
 
 all: build
 
@@ -32,7 +32,7 @@ test: lint build
 ## e2e: end-to-end tests on the test cluster (brought up and down around them)
 e2e: build
 	@set -e; env_line=$$(contrib/testcluster/up); eval "$$env_line"; export SLURM_CONF; \
-	  status=0; HADAR_E2E=1 $(GO) test -count=1 -timeout 40m ./e2e/... || status=$$?; \
+	  status=0; HADAR_E2E=1 $(GO) test -p 1 -count=1 -timeout 60m ./e2e/... || status=$$?; \
 	  contrib/testcluster/down; exit $$status
 
 ## unit-test: the fast tests only
@@ -54,9 +54,14 @@ demo: build
 demo-sim: build
 	$(BIN)/hadar simulate --cluster v100=12,p100=12,k80=12 --plot out/demo
 
-## fuzz: run each fuzzer briefly
+## fuzz: every fuzz target (Slurm parsers, tag, trace) for a share of FUZZ_TOTAL seconds; fails on a crasher
+FUZZ_TOTAL ?= 300
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzParseTrace -fuzztime 20s ./sim/
+	GO=$(GO) contrib/ci/fuzz $(FUZZ_TOTAL)
+
+## test-reliability: fault, load and hostile-input tests on a real Slurm test cluster (root; docs/reliability.md)
+test-reliability:
+	HADAR_E2E=1 $(GO) test -count=1 -timeout 20m ./e2e/reliability/
 
 cluster-up:
 	contrib/testcluster/up

@@ -93,7 +93,8 @@ type Bridge struct {
 	uids    map[string]int
 	// distrusted remembers report files already warned about.
 	distrusted map[string]time.Time
-	lastSeen   map[string]string // tagged jobs in the queue at the last look -> state
+	lastSeen   map[string]string   // tagged jobs in the queue at the last look -> state
+	ranOn      map[string][]string // tagged jobs -> nodes they were last seen running on
 
 	// backoff of the loop when slurmctld is unreachable.
 	backoffBase, backoffMax time.Duration
@@ -252,9 +253,10 @@ func (b *Bridge) Cycle(ctx context.Context) (RoundReport, error) {
 			return t, err
 		},
 		Models: NewModelResolver(tp.JobTypes(), cfg.Models.Aliases), DefaultModel: cfg.DefaultModel,
-		Throughput: tp, Placed: placed,
+		Throughput: tp, Placed: placed, RanOn: b.ranOn,
 		Notes: func(id, msg string) { log.Debug("job note", "job", id, "note", msg) },
 	})
+	b.noteRanOn(view)
 	rep.View = view
 	rep.Jobs = len(view.Jobs)
 	tagged := view.TaggedIDs()
@@ -506,6 +508,23 @@ func (b *Bridge) trustReport(jv *JobView, r Progress) bool {
 		b.uids[jv.User] = uid
 	}
 	return uid == r.UID
+}
+
+// noteRanOn remembers where the view's tagged jobs run (for telling
+// hadar's migrations from requeues by others, see Derive).
+func (b *Bridge) noteRanOn(v *View) {
+	next := map[string][]string{}
+	for _, j := range v.Jobs {
+		if !j.Tagged {
+			continue
+		}
+		if j.State == "RUNNING" && len(j.Nodes) > 0 {
+			next[j.ID] = j.Nodes
+		} else if prev, ok := b.ranOn[j.ID]; ok {
+			next[j.ID] = prev
+		}
+	}
+	b.ranOn = next
 }
 
 func (b *Bridge) setLastSeen(v *View) {

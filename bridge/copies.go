@@ -181,24 +181,19 @@ func withoutCopies(jobs []*JobView) []*JobView {
 }
 
 // copyRate is a copies job's progress rate now: the sum of its running
-// copies' rates; gpuType is their GPU type when exactly one copy runs (so
-// that learned throughput is only ever a single copy's).
+// copies' rates. gpuType is always "": a copies job's reports (the steps
+// its rounds committed, from copies that come and go) never teach the
+// throughput database a rate.
 func (g *CopyGroup) copyRate(v *View, tp optimizer.Throughputs) (gpuType string, rate float64) {
-	n := 0
 	for _, t := range g.Tasks {
 		if t.State != "RUNNING" || len(t.Nodes) != 1 {
 			continue
 		}
 		if nv := v.Node(t.Nodes[0]); nv != nil && nv.Type != "" {
 			rate += tp.Rate(g.Model, nv.Type, g.GPUsPerNode)
-			gpuType = nv.Type
-			n++
 		}
 	}
-	if n != 1 {
-		gpuType = ""
-	}
-	return gpuType, rate
+	return "", rate
 }
 
 // copySnapshotJobs are the copies jobs as the policy sees them: one job per
@@ -316,10 +311,13 @@ type groupWork struct {
 // jobs are kept or moved: which running copies go on (their GPUs are added
 // to occ) and which are stopped, and where new copies are wanted.
 //
-// A running copy goes on if the plan has a copy on its node. A copy the
-// plan drops is stopped, unless the plan keeps none of the job's running
-// copies and preemption is off: then the fastest one goes on (a job is
-// never stopped by shrinking it). Whatever the plan, a copy is stopped if
+// A running copy goes on if the plan has a copy on its node, or if the plan
+// drops it but gives its GPUs to no other job (a copy is never stopped
+// just to start a faster one elsewhere: that would cost its round's work
+// and a start). A copy whose GPUs the plan gives to other jobs is stopped,
+// unless the plan keeps none of the job's running copies and preemption is
+// off: then the fastest one goes on (a job is never stopped by shrinking
+// it). Whatever the plan, a copy is stopped if
 // another copy of the job holds its node, or if the job holds more copies
 // than its tag allows (the slowest go; both only happen after Slurm ran
 // the tasks itself, e.g. after a fail-open). New copies go only to nodes
@@ -327,7 +325,7 @@ type groupWork struct {
 // stopped), and never beyond copies=, counting every copy of the job that
 // holds or is about to hold GPUs.
 func deriveCopyStops(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams, nodeType map[string]string,
-	occ map[string]int, d *Derivation) *copyDerivation {
+	capacity, occ map[string]int, d *Derivation) *copyDerivation {
 	cd := &copyDerivation{v: v, s: s, nodeType: nodeType, placeNodes: map[string][]string{}}
 	inSnap := map[string]bool{}
 	for _, j := range s.Jobs {
@@ -364,8 +362,20 @@ func deriveCopyStops(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p Der
 			t      *JobView
 			reason string
 		}
+		// GPUs the plan gives other jobs, per node.
+		others := map[string]int{}
+		if plan != nil {
+			for id, ts := range plan.Assignments {
+				if id != g.ID {
+					for _, t := range ts {
+						others[t.Node] += t.GPUs
+					}
+				}
+			}
+		}
 		var stops []stop
 		var dropped []*JobView
+		spared := map[string]bool{}
 		for _, t := range g.tasks(ClassRunning) {
 			switch n := t.Nodes[0]; {
 			case taken[n]:
@@ -373,6 +383,10 @@ func deriveCopyStops(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p Der
 			case !w.planned || onPlan[n]:
 				w.kept = append(w.kept, t)
 				taken[n] = true
+			case others[n]+g.GPUsPerNode <= capacity[n]:
+				w.kept = append(w.kept, t)
+				taken[n] = true
+				spared[t.ID] = true
 			default:
 				dropped = append(dropped, t)
 			}
@@ -392,7 +406,7 @@ func deriveCopyStops(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p Der
 			}
 		}
 		for _, t := range dropped {
-			stops = append(stops, stop{t, fmt.Sprintf("the plan drops this copy; the job goes on with its other copies")})
+			stops = append(stops, stop{t, "the plan gives its GPUs to other jobs; the job goes on with its other copies"})
 		}
 		if over := len(w.kept) + fixed - g.Tag.Copies; over > 0 {
 			sort.SliceStable(w.kept, func(a, b int) bool { return rate(w.kept[a]) > rate(w.kept[b]) })
@@ -407,6 +421,8 @@ func deriveCopyStops(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p Der
 			occ[t.Nodes[0]] += g.GPUsPerNode
 			reason := fmt.Sprintf("copy of job %s: the plan keeps it here", g.ID)
 			switch {
+			case spared[t.ID]:
+				reason = fmt.Sprintf("copy of job %s: the plan drops it, but gives its GPUs to no other job", g.ID)
 			case t.ID == lastKept:
 				reason = fmt.Sprintf("copy of job %s: the plan drops it, but it is the job's last running copy and preemption is off", g.ID)
 			case !w.planned:
@@ -445,13 +461,13 @@ func (cd *copyDerivation) placeCopies(capacity, occ map[string]int, d *Derivatio
 		g := w.g
 		waiting := g.tasks(ClassWaiting)
 		next := 0
+		var busy []string // planned nodes whose GPUs are not free after all
 		for _, n := range w.want {
 			if next >= len(waiting) {
 				break
 			}
 			if occ[n]+g.GPUsPerNode > capacity[n] {
-				d.Decisions = append(d.Decisions, Decision{JobID: waiting[next].ID, Kind: DecideDefer, From: "-", To: "-",
-					Reason: fmt.Sprintf("copy of job %s: planned on %s, whose GPUs are not free (running jobs kept)", g.ID, n)})
+				busy = append(busy, n)
 				continue
 			}
 			t := waiting[next]
@@ -465,11 +481,14 @@ func (cd *copyDerivation) placeCopies(capacity, occ map[string]int, d *Derivatio
 				To: placementString([]string{n}, g.GPUsPerNode), ToNodes: []string{n}, GPUType: cd.nodeType[n],
 				Reason: fmt.Sprintf("copy of job %s (HadarE), copy %d of at most %d", g.ID, len(w.kept)+len(w.placed), g.Tag.Copies)})
 		}
-		for _, t := range waiting[next:] {
-			if !contains(decisionIDs(d.Decisions), t.ID) {
-				d.Decisions = append(d.Decisions, Decision{JobID: t.ID, Kind: DecideWait, From: "-", To: "-",
-					Reason: fmt.Sprintf("copy of job %s: not needed this round", g.ID)})
+		for i, t := range waiting[next:] {
+			if i < len(busy) {
+				d.Decisions = append(d.Decisions, Decision{JobID: t.ID, Kind: DecideDefer, From: "-", To: "-",
+					Reason: fmt.Sprintf("copy of job %s: planned on %s, whose GPUs are not free (running jobs kept)", g.ID, busy[i])})
+				continue
 			}
+			d.Decisions = append(d.Decisions, Decision{JobID: t.ID, Kind: DecideWait, From: "-", To: "-",
+				Reason: fmt.Sprintf("copy of job %s: not needed this round", g.ID)})
 		}
 		if !w.planned {
 			continue
@@ -579,14 +598,6 @@ func copyNodes(tasks []optimizer.Task, g *CopyGroup) []string {
 func copyDecision(t *JobView, k DecisionKind, nodeType map[string]string, reason string) Decision {
 	p := placementString(t.Nodes, t.GPUsPerNode)
 	return Decision{JobID: t.ID, Kind: k, From: p, To: p, ToNodes: t.Nodes, GPUType: typesOf(t.Nodes, nodeType), Reason: reason}
-}
-
-func decisionIDs(ds []Decision) []string {
-	out := make([]string, len(ds))
-	for i, d := range ds {
-		out[i] = d.JobID
-	}
-	return out
 }
 
 // CheckCopies verifies what a round leaves for every copies job, as Slurm

@@ -66,7 +66,7 @@ func TestCopiesGrouping(t *testing.T) {
 	jobs := []slurm.Job{
 		aTask("40", 0, copiesTag, "PD", 1, ""), aTask("40", 1, copiesTag, "R", 1, "v1"), aTask("40", 2, copiesTag, "PD", 1, ""),
 		aTask("41", 0, "hadar model=m steps=10", "PD", 1, ""), // an array without copies: ordinary jobs
-		sJob("42", "hadar model=m copies=4", "PD", 1, 1),       // copies but no array: one job
+		sJob("42", "hadar model=m copies=4", "PD", 1, 1),      // copies but no array: one job
 	}
 	multi := aTask("43", 0, copiesTag, "PD", 1, "")
 	multi.NumNodes = 2
@@ -142,53 +142,60 @@ func TestCopiesPlacedOnDistinctNodes(t *testing.T) {
 }
 
 func TestCopiesKeepStopAndLastCopy(t *testing.T) {
-	// Job 40 runs three copies; a big waiting job wants every v100 GPU,
-	// the policy (hadar: no copies) gives 40 one copy.
-	nodes := copiesNodes()
+	// Job 40 runs three copies; three waiting jobs want a whole node each.
+	nodes := copiesNodes()[:3]
 	jobs := []slurm.Job{aTask("40", 0, copiesTag, "R", 1, "v1"), aTask("40", 1, copiesTag, "R", 1, "v2"),
-		aTask("40", 2, copiesTag, "R", 1, "k1")}
+		aTask("40", 2, copiesTag, "R", 1, "k1"),
+		sJob("50", "hadar model=m steps=100", "PD", 4, 1), sJob("51", "hadar model=m steps=100", "PD", 4, 1)}
 	v := testView(jobs, nodes, nil)
+	// hadar (no copies) gives 40 one copy and the two big jobs a node each:
+	// the two copies on their nodes stop.
 	d, _ := deriveWith(t, v, "hadar", DeriveParams{}, nil)
-	kinds := map[string]DecisionKind{}
+	var stops []string
 	for _, dec := range d.Decisions {
-		kinds[dec.JobID] = dec.Kind
-	}
-	stops := 0
-	for _, id := range []string{"40_0", "40_1", "40_2"} {
-		if kinds[id] == DecideStopCopy {
-			stops++
+		if dec.Kind == DecideStopCopy {
+			stops = append(stops, dec.JobID)
 		}
 	}
-	if stops != 2 || len(d.Plan.Assignments["40"]) != 1 {
-		t.Fatalf("decisions %+v", d.Decisions)
+	if len(stops) != 2 || len(d.Plan.Assignments["40"]) != 1 || len(d.Copies[0].Copies) != 1 {
+		t.Fatalf("stops %v, plan %v, copies %+v\n%+v", stops, d.Plan.Assignments, d.Copies, d.Decisions)
 	}
-	if len(d.Copies[0].Copies) != 1 || d.Copies[0].Copies[0].State != "running" {
+	if d.Copies[0].Copies[0].State != "running" {
 		t.Errorf("plan %+v", d.Copies[0])
 	}
 
-	// No plan at all: every running copy goes on.
 	snap := BuildSnapshot(v, testMatrix(), nil, SnapshotParams{Round: time.Minute})
+	// No plan at all: every running copy goes on.
 	d, err := Derive(v, snap, nil, DeriveParams{})
 	if err != nil || len(d.Actions) != 0 || len(d.Copies[0].Copies) != 3 {
 		t.Fatalf("no plan: %v %v %+v", err, actionStrings(d.Actions), d.Copies)
 	}
-
-	// A plan that drops the job entirely: the fastest copy goes on unless
-	// preemption is on.
+	// A plan that drops the job but gives its GPUs to nobody: nothing stops.
+	d, err = Derive(v, snap, optimizer.NewPlan(), DeriveParams{Preemption: true})
+	if err != nil || len(d.Actions) != 0 {
+		t.Fatalf("empty plan: %v %v", err, actionStrings(d.Actions))
+	}
+	// A plan that gives every node to others: the fastest copy goes on
+	// unless preemption is on.
+	v = testView(append(jobs, sJob("52", "hadar model=m steps=100", "PD", 4, 1)), nodes, nil)
+	snap = BuildSnapshot(v, testMatrix(), nil, SnapshotParams{Round: time.Minute})
 	plan := optimizer.NewPlan()
+	plan.Assign("50", optimizer.Task{Node: "v1", Type: "v100", GPUs: 4})
+	plan.Assign("51", optimizer.Task{Node: "v2", Type: "v100", GPUs: 4})
+	plan.Assign("52", optimizer.Task{Node: "k1", Type: "k80", GPUs: 4})
 	d, err = Derive(v, snap, plan, DeriveParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(actionStrings(d.Actions), "\n"); got != "scontrol requeuehold 40_1,40_2" {
-		t.Errorf("dropped, no preemption: %s", got)
+	if got := actionStrings(d.Actions); got[0] != "scontrol requeuehold 40_1,40_2" {
+		t.Errorf("dropped, no preemption: %s", strings.Join(got, "\n"))
 	}
 	d, err = Derive(v, snap, plan, DeriveParams{Preemption: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(actionStrings(d.Actions), "\n"); got != "scontrol requeuehold 40_0,40_1,40_2" {
-		t.Errorf("dropped, preemption: %s", got)
+	if got := actionStrings(d.Actions); got[0] != "scontrol requeuehold 40_0,40_1,40_2" {
+		t.Errorf("dropped, preemption: %s", strings.Join(got, "\n"))
 	}
 }
 
@@ -375,9 +382,14 @@ func TestCopiesInvariantRandom(t *testing.T) {
 				}
 			}
 		}
+		seen := map[string]bool{}
 		for _, dec := range d.Decisions {
 			if v.Job(dec.JobID).CopyOf != "" {
 				counts[dec.Kind]++
+				if seen[dec.JobID] {
+					t.Fatalf("round %d: two decisions for %s: %+v", r, dec.JobID, d.Decisions)
+				}
+				seen[dec.JobID] = true
 			}
 			if dec.Kind == DecidePlace && v.Job(dec.JobID).CopyOf != "" && len(dec.ToNodes) != 1 {
 				t.Fatalf("round %d: copy placed on %v", r, dec.ToNodes)

@@ -184,7 +184,7 @@ func Derive(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams
 		}
 	}
 	// Copies jobs (copies.go): running copies go on or stop first.
-	copies := deriveCopyStops(v, s, plan, p, nodeType, occ, &d)
+	copies := deriveCopyStops(v, s, plan, p, nodeType, capacity, occ, &d)
 	requeue = append(requeue, copies.stops...)
 	keep := func(jv *JobView, reason string) {
 		d.Plan.Assign(jv.ID, tasksOn(jv.Nodes, jv.GPUsPerNode)...)
@@ -365,9 +365,22 @@ func Derive(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams
 	}
 
 	// Released jobs Slurm holds back with a begin time (a requeue that
-	// completed after our StartTime=now): start them now.
+	// completed after our StartTime=now): start them now, if this is
+	// hadar's migration to other nodes than the job last ran on. Otherwise
+	// (it started where hadar placed it and someone requeued it, or this
+	// daemon never saw it run) it is held and placed again next round:
+	// starting a job again on the node it was just requeued from races the
+	// node's revocation of its old credential ("Job credential revoked":
+	// the job fails), which Slurm's own 120 s begin time guards against.
 	var kick []string
 	for _, jv := range jobsOfClass(v, ClassLaunching) {
+		if jv.Reason == "BeginTime" && !contains(rehold, jv.ID) && (len(jv.RanOn) == 0 || sameNodes(jv.RanOn, jv.Nodes)) {
+			rehold = append(rehold, jv.ID)
+			d.Decisions = append(d.Decisions, Decision{JobID: jv.ID, Kind: DecideRehold,
+				From: placementString(jv.Nodes, jv.GPUsPerNode), To: "-",
+				Reason: "requeued after it started (or not seen running since it was placed); held, to be placed again once its old run has ended"})
+			continue
+		}
 		if jv.Reason == "BeginTime" && !contains(rehold, jv.ID) {
 			kick = append(kick, jv.ID)
 			d.Decisions = append(d.Decisions, Decision{JobID: jv.ID, Kind: DecideStartNow,

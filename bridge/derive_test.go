@@ -80,7 +80,8 @@ func TestDerive(t *testing.T) {
 		jobs    []slurm.Job
 		nodes   []slurm.Node
 		placed  map[string]Placed
-		plan    plan // nil: no plan
+		ranOn   map[string][]string // where the daemon last saw jobs run
+		plan    plan                // nil: no plan
 		params  DeriveParams
 		want    []string
 		kinds   map[string]DecisionKind
@@ -234,9 +235,28 @@ func TestDerive(t *testing.T) {
 				return []slurm.Job{j, sJob("2", tag, "PDR", 1, 1)}
 			}(),
 			placed: map[string]Placed{"1": {Nodes: []string{"v1"}, ReleasedAt: t0}, "2": {Nodes: []string{"v2"}, ReleasedAt: t0}},
+			ranOn:  map[string][]string{"1": {"k1"}}, // migrated from k1 to v1
 			plan:   plan{},
 			want:   []string{"scontrol update JobId=1 StartTime=now"},
 			kinds:  map[string]DecisionKind{"1": DecideStartNow},
+		},
+		{
+			// Requeued by someone after it started where hadar put it (or
+			// never seen running): starting it again on that node at once
+			// would race the node's credential revocation.
+			name: "job requeued from the node it was placed on: held, not started now",
+			jobs: func() []slurm.Job {
+				j := sJob("1", tag, "PDR", 1, 1)
+				j.Reason = "BeginTime"
+				k := sJob("3", tag, "PDR", 1, 1)
+				k.Reason = "BeginTime"
+				return []slurm.Job{j, k}
+			}(),
+			placed: map[string]Placed{"1": {Nodes: []string{"v1"}, ReleasedAt: t0}, "3": {Nodes: []string{"v2"}, ReleasedAt: t0}},
+			ranOn:  map[string][]string{"1": {"v1"}},
+			plan:   plan{},
+			want:   []string{"scontrol hold 1,3"},
+			kinds:  map[string]DecisionKind{"1": DecideRehold, "3": DecideRehold},
 		},
 		{
 			name:  "no plan: only pass-through",
@@ -261,6 +281,9 @@ func TestDerive(t *testing.T) {
 				ns = nodes
 			}
 			v := testView(tt.jobs, ns, tt.placed)
+			for id, n := range tt.ranOn {
+				v.Job(id).RanOn = n
+			}
 			snap := BuildSnapshot(v, testMatrix(), nil, SnapshotParams{Round: time.Minute, DefaultDuration: time.Hour})
 			var p *optimizer.Plan
 			if tt.plan != nil {

@@ -93,8 +93,15 @@
 //     requeue completes after scontrol returns and then sets EligibleTime
 //     to now+120 s, overriding the StartTime=now sent with the migration;
 //     the loop looks again min_round_gap after any migration for this.
-//   - HadarE copies: Slurm runs one allocation per job, so a copies plan is
-//     carried out as its fastest copy that holds the whole gang.
+//   - HadarE copies (copies.go, docs/hadare-slurm.md): a job array tagged
+//     copies=K is one copies job (CopyGroup, id: the array id) whose tasks
+//     are its copies: each planned copy is a held task placed on its node
+//     and released; a copy whose GPUs the plan gives to other jobs is
+//     stopped (requeuehold); never two copies of a job on one node, never
+//     more than K (CheckCopies, on every derivation). Every round the
+//     bridge writes spool_dir/copies/<array id>/plan.json for the copies.
+//     A copies tag on a job that is not an array runs as its fastest copy
+//     that holds the whole gang.
 //
 // Execution (Executor): a failed action does not stop the others; later
 // steps of the same job (a place after its failed requeuehold, a release

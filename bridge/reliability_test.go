@@ -360,3 +360,33 @@ func TestPartlySkippedActionIsRecordedAsPartial(t *testing.T) {
 		t.Fatalf("release row: %+v", rel)
 	}
 }
+
+// A job hadar placed starts and is requeued by someone (its user, an
+// admin) before any round saw it run: Slurm gives it a begin time. hadar
+// must not start it again at once (StartTime=now) on the node it was just
+// requeued from: on the real cluster that raced the node's revocation of
+// the old run's credential and the job FAILED ("Job credential revoked").
+// It is held, and placed again a round later.
+func TestRequeuedBeforeSeenRunningIsNotKicked(t *testing.T) {
+	h := newHarness(t, nil)
+	id := h.fc.submit(resnet, 1, 1, t0)
+	b := h.bridge()
+	h.cycle(b) // placed and released; the fake starts it at once
+	h.fc.requeueOnNodeFailure(id)
+	h.fc.resetCalls()
+	h.clock.advance(2 * time.Second)
+	rep := h.cycle(b)
+	for _, c := range h.fc.Calls() {
+		if strings.Contains(c, "StartTime=now") {
+			t.Fatalf("started again at once: %v", h.fc.Calls())
+		}
+	}
+	if rep.Count(DecideRehold) != 1 || !h.fc.job(id).held {
+		t.Fatalf("not held: %+v", rep.Decisions)
+	}
+	h.clock.advance(5 * time.Second)
+	rep = h.cycle(b)
+	if rep.Count(DecidePlace) != 1 || h.fc.job(id).state != "RUNNING" {
+		t.Fatalf("not placed again: %+v", rep.Decisions)
+	}
+}

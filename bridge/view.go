@@ -81,6 +81,9 @@ type JobView struct {
 	TimeUsed time.Duration
 	// ReleasedAt is when hadar released it (launching jobs).
 	ReleasedAt time.Time
+	// RanOn are the nodes this daemon last saw the job running on (nil
+	// if it never did since it started).
+	RanOn []string
 	// Stranded says why a released job (launching or released) cannot
 	// start where it is pinned, so hadar must take it back (hold it and
 	// re-place it): its node went down or was drained, or Slurm requeued
@@ -129,9 +132,10 @@ type View struct {
 	// Jobs in squeue order; byID indexes them.
 	Jobs []*JobView
 	byID map[string]*JobView
+	node map[string]*NodeView
+
 	// Groups are the copies jobs (HadarE on Slurm, copies.go).
 	Groups []*CopyGroup
-	node map[string]*NodeView
 }
 
 // Job returns the job with scontrol id id, or nil.
@@ -175,6 +179,9 @@ type ViewInput struct {
 	// Placed are the jobs hadar placed and released, from the state
 	// database (launching jobs).
 	Placed map[string]Placed
+	// RanOn are the nodes each job was last seen running on by this
+	// daemon (Bridge keeps them in memory; nil after a restart).
+	RanOn map[string][]string
 	// Notes receives messages worth logging (default model used, ...).
 	Notes func(jobID, msg string)
 }
@@ -261,6 +268,7 @@ func BuildView(in ViewInput) *View {
 			continue
 		}
 		jv.Tagged = true
+		jv.RanOn = in.RanOn[jv.ID]
 		jv.Problem = v.classifyTagged(j, jv, in, usableTypes, note)
 		if jv.Problem != "" {
 			jv.Class = ClassPassThrough

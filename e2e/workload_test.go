@@ -228,12 +228,18 @@ func TestWorkload(t *testing.T) {
 			t.Errorf("migrated job %s did not complete: %v", id, recs)
 		}
 		if out, err := os.ReadFile(filepath.Join(demo, "out", id+".out")); err == nil {
-			if m := regexp.MustCompile(`resume=([0-9.]+)`).FindStringSubmatch(string(out)); m != nil && m[1] != "0" {
-				resumed++
+			for _, m := range regexp.MustCompile(`resume=([0-9.]+)`).FindAllStringSubmatch(string(out), -1) {
+				if v, _ := strconv.ParseFloat(m[1], 64); v > 0 {
+					resumed++
+					break
+				}
 			}
 		}
 	}
 	figure(t, "migrated_jobs_resumed_from_progress", fmt.Sprintf("%d/%d", resumed, len(migrated)))
+	if len(migrated) > 0 && resumed == 0 {
+		t.Errorf("no migrated job resumed from its last progress report (toyjob prints resume=STEPS when it restarts)")
+	}
 
 	// Untagged jobs: untouched (no action, no log line names them) and run
 	// exactly once, to completion.

@@ -220,7 +220,7 @@ func buildExplain(dr *dryRound, id string) (explainOutput, error) {
 	if jv.Model != "" && jv.Workers > 0 {
 		out.Types = typeTable(rep, jv, tp)
 	}
-	explainClass(&out, rep, jv, raw)
+	explainClass(&out, rep, jv)
 	return out, nil
 }
 
@@ -324,7 +324,7 @@ func freeAfterPlan(rep bridge.RoundReport) map[string]int {
 }
 
 // explainClass writes the summary and details for a tagged job.
-func explainClass(out *explainOutput, rep bridge.RoundReport, jv *bridge.JobView, raw *slurm.Job) {
+func explainClass(out *explainOutput, rep bridge.RoundReport, jv *bridge.JobView) {
 	v := rep.View
 	d := out.Decision
 	add := func(format string, args ...any) { out.Details = append(out.Details, fmt.Sprintf(format, args...)) }
@@ -438,7 +438,6 @@ func explainClass(out *explainOutput, rep bridge.RoundReport, jv *bridge.JobView
 	default:
 		out.Summary = "class " + string(jv.Class)
 	}
-	_ = raw
 }
 
 // waitSummary explains a held job the policy did not schedule:

@@ -67,21 +67,24 @@ func TestKill9Restarts(t *testing.T) {
 	watch := watchStalls(t, d)
 	kinds := map[string]int{}
 	for k := range 10 {
-		time.Sleep(time.Duration(1500+rng.IntN(3500)) * time.Millisecond)
+		time.Sleep(time.Duration(1000+rng.IntN(3000)) * time.Millisecond)
 		kind := "random"
 		switch k {
-		case 2:
+		case 1:
 			kind = "before-release"
 			d.rule("kill-before.scontrol", "release")
-		case 6:
+		case 3:
 			kind = "after-release"
 			d.rule("kill-after.scontrol", "release")
+		case 5:
+			kind = "after-requeuehold"
+			d.rule("kill-after.scontrol", "requeuehold")
 		}
 		if kind != "random" {
-			if !waitFor(10*time.Second, func() bool { ok, _ := d.alive(); return !ok }) {
+			if !waitFor(12*time.Second, func() bool { ok, _ := d.alive(); return !ok }) {
 				os.Remove(filepath.Join(d.shims, "rules", "kill-before.scontrol"))
 				os.Remove(filepath.Join(d.shims, "rules", "kill-after.scontrol"))
-				kind = "random (no release came)"
+				kind = "random (no " + kind + " came)"
 				d.kill9()
 			} else {
 				d.wait(5 * time.Second)
@@ -348,8 +351,15 @@ func TestNodeDownAndDrain(t *testing.T) {
 			t.Errorf("job %s started on %s after it was taken out of service", e.id, e.node)
 		}
 	}
-	record(t, "node %s DOWN+DRAIN under %d hadar jobs: requeued by Slurm, taken back and running elsewhere after %.1fs; node %s DRAIN: its %d jobs finished in place, nothing new placed there; all %d COMPLETED",
-		down, len(victims), replaced.Seconds(), drain, len(onNode[drain]), len(ids))
+	var reheldAfter time.Duration
+	for _, e := range d.log() {
+		if e.str("msg") == "decision" && e.str("decision") == "re-hold" && e.time().After(failAt) {
+			reheldAfter = e.time().Sub(failAt)
+			break
+		}
+	}
+	record(t, "node %s DOWN+DRAIN under %d hadar jobs: requeued by Slurm, taken back (re-hold) by hadar %.1fs after the failure, running elsewhere after %.1fs (when GPUs freed up); node %s DRAIN: its %d jobs finished in place, nothing new placed there; all %d COMPLETED",
+		down, len(victims), reheldAfter.Seconds(), replaced.Seconds(), drain, len(onNode[drain]), len(ids))
 }
 
 type startEvent struct{ id, node string }

@@ -248,6 +248,30 @@ def allocated_gpus():
 
 # ----------------------------------------------------------------------- rounds --
 
+def identity(tag=None, spool=None, sync_dir=None):
+    """(spool, job, copy index, copy mode, sync dir) of this process, from
+    Slurm's environment and the job's tag: a task of a job array whose tag
+    says copies=K (K >= 2) is copy <task id> of job <array id>; any other job
+    is copy 0 of itself (solo mode)."""
+    env = os.environ
+    tag = read_tag() if tag is None else tag
+    spool = spool or env.get("HADAR_SPOOL") or DEFAULT_SPOOL
+    array, task = env.get("SLURM_ARRAY_JOB_ID"), env.get("SLURM_ARRAY_TASK_ID")
+    try:
+        allowed = int(env.get("HADAR_COPIES") or tag.get("copies") or 1)
+    except ValueError:
+        allowed = 1
+    copy_mode = bool(array and task and task.isdigit() and allowed >= 2)
+    if copy_mode:
+        job, index = array, int(task)
+    else:
+        job, index = env.get("SLURM_JOB_ID") or str(os.getpid()), 0
+        if array and task and task.isdigit():
+            job = "%s_%s" % (array, task)
+    sync_dir = sync_dir or env.get("HADAR_SYNC_DIR") or os.path.join(spool, COPIES_SUBDIR, str(job))
+    return spool, job, index, copy_mode, sync_dir
+
+
 class Round:
     """One round of one copy: train ``steps`` steps from ``base``, then finish_round."""
 
@@ -268,7 +292,12 @@ class Round:
         for the first round of a job."""
         if not self.base:
             return None
-        return self._copies.load(os.path.join(self._copies.sync_dir, self.base))
+        try:
+            return self._copies.load(os.path.join(self._copies.sync_dir, self.base))
+        except FileNotFoundError:
+            # The round closed (and its base was pruned) while this copy
+            # joined: its work will not count; start from the newest model.
+            return self._copies.final_state()
 
     def __repr__(self):
         return "Round(round=%d index=%s count=%d steps=%d base=%s)" % (
@@ -297,28 +326,13 @@ class Copies:
                  handle_sigterm=True):
         self.tag = read_tag()
         env = os.environ
-        self.spool = spool or env.get("HADAR_SPOOL") or DEFAULT_SPOOL
-        array = env.get("SLURM_ARRAY_JOB_ID")
-        task = env.get("SLURM_ARRAY_TASK_ID")
-        try:
-            self.allowed = int(env.get("HADAR_COPIES") or self.tag.get("copies") or 1)
-        except ValueError:
-            self.allowed = 1
-        self.copy_mode = bool(array and task and task.isdigit() and self.allowed >= 2)
-        if self.copy_mode:
-            self.job, self.index = array, int(task)
-        else:
-            jid = env.get("SLURM_JOB_ID") or str(os.getpid())
-            if array and task and task.isdigit():
-                jid = "%s_%s" % (array, task)
-            self.job, self.index = jid, 0
+        self.spool, self.job, self.index, self.copy_mode, self.sync_dir = identity(self.tag, spool, sync_dir)
         if total_steps is None:
             total_steps = float(env.get("HADAR_TOTAL_STEPS") or self.tag.get("steps") or 0)
         if total_steps <= 0:
             raise ValueError("hadar_copies: no total steps (pass total_steps= or tag steps=)")
         self.total_steps = int(math.ceil(total_steps))
         self.rate = float(rate) if rate else None
-        self.sync_dir = sync_dir or env.get("HADAR_SYNC_DIR") or os.path.join(self.spool, COPIES_SUBDIR, str(self.job))
         self.save, self.load, self.combine = save, load, combine
         self.barrier_timeout = barrier_timeout
         self.stale_after = stale_after
@@ -659,12 +673,19 @@ class Copies:
 
     def _combine(self, n, plan, m):
         rdir = self._round_dir(n)
+        if os.path.exists(os.path.join(rdir, "combined.json")):
+            return  # someone else did
         members = {i: int(s) for i, s in m.get("members", {}).items() if int(s) > 0}
         order = sorted(members, key=int)
         steps = sum(members.values())
         ckpt = plan.get("base")
         if order:
-            states = [self.load(os.path.join(rdir, "copy-%s.pt" % i)) for i in order]
+            try:
+                states = [self.load(os.path.join(rdir, "copy-%s.pt" % i)) for i in order]
+            except FileNotFoundError:
+                if os.path.exists(os.path.join(rdir, "combined.json")):
+                    return  # combined (and pruned) meanwhile
+                raise
             weights = [members[i] for i in order]
             if len(states) == 1:
                 combined = states[0]
@@ -677,8 +698,25 @@ class Copies:
                "finished": done >= self.total_steps, "combined_by": self.index, "at": time.time()}
         write_json(os.path.join(rdir, "combined.json"), rec)
         report_progress(self.spool, self.job, done)
+        self._prune(n, ckpt)
         self._log("round %d combined: %s -> %d/%d steps" % (
             n, ", ".join("copy %s: %d" % (i, members[i]) for i in order) or "no work", done, self.total_steps))
+
+    def _prune(self, n, keep):
+        """After round n is committed: remove the checkpoints no one needs
+        any more (the copies' of rounds <= n, combined ones older than the
+        one in force, keep). HADAR_KEEP_CHECKPOINTS=1 keeps them all."""
+        if os.environ.get("HADAR_KEEP_CHECKPOINTS") == "1":
+            return
+        keep = os.path.join(self.sync_dir, keep) if keep else None
+        for m in self._rounds():
+            if m > n:
+                continue
+            rdir = self._round_dir(m)
+            for name in _listdir(rdir):
+                path = os.path.join(rdir, name)
+                if name.endswith(".pt") and (name.startswith("copy-") or m < n) and path != keep:
+                    _unlink(path)
 
     # ---- heartbeat, signals, env ----
 
@@ -745,13 +783,28 @@ def _split(total, weights):
 
 def _main(argv):
     if len(argv) >= 1 and argv[0] == "env":
-        cp = Copies(total_steps=1, handle_sigterm=False)
-        for k, v in sorted(cp.env().items()):
+        _, job, index, _, sync_dir = identity()
+        out = {"HADAR_JOB": job, "HADAR_COPY_INDEX": index, "HADAR_SYNC_DIR": sync_dir}
+        # The round this copy is in (or the last one), from the round plans.
+        rounds = [int(m.group(1)) for m in map(_ROUND_DIR.match, _listdir(sync_dir)) if m]
+        for n in sorted(rounds, reverse=True):
+            plan = read_json(os.path.join(sync_dir, "round-%d" % n, "plan.json"))
+            if plan is not None:
+                me = plan.get("members", {}).get(str(index), {})
+                out.update(HADAR_ROUND=n, HADAR_COPY_COUNT=len(plan.get("members", {})), HADAR_STEPS=int(me.get("steps", 0)))
+                break
+        for k, v in sorted(out.items()):
             print("export %s=%s" % (k, _shell_quote(v)))
-        cp.close()
         return 0
     print("usage: hadar_copies.py env   (print this copy's HADAR_* variables as shell exports)", file=sys.stderr)
     return 2
+
+
+def _listdir(d):
+    try:
+        return os.listdir(d)
+    except OSError:
+        return []
 
 
 def _shell_quote(s):

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 
+sys.dont_write_bytecode = True  # run from a shared checkout: leave no __pycache__ in it
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hadar_copies  # noqa: E402
 
