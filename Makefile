@@ -32,7 +32,7 @@ test: lint build
 ## e2e: end-to-end tests on the test cluster (brought up and down around them)
 e2e: build
 	@set -e; env_line=$$(contrib/testcluster/up); eval "$$env_line"; export SLURM_CONF; \
-	  status=0; HADAR_E2E=1 $(GO) test -p 1 -count=1 -timeout 60m ./e2e/... || status=$$?; \
+	  status=0; HADAR_E2E=1 $(GO) test -p 1 -v -count=1 -timeout 60m ./e2e/... || status=$$?; \
 	  contrib/testcluster/down; exit $$status
 
 ## unit-test: the fast tests only
