@@ -24,10 +24,12 @@ lint:
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 ## test: lint, unit and acceptance tests, then the end-to-end tests on a real
-## Slurm test cluster (installed and started by contrib/testcluster/up; needs root)
+## Slurm test cluster (installed and started by contrib/testcluster/up; needs root),
+## then every fuzz target for FUZZ_TOTAL seconds in all (docs/reliability.md)
 test: lint build
 	$(GO) test -count=1 ./...
 	$(MAKE) e2e
+	$(MAKE) fuzz
 
 ## e2e: end-to-end tests on the test cluster (brought up and down around them)
 e2e: build

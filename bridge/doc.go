@@ -93,6 +93,16 @@
 //     requeue completes after scontrol returns and then sets EligibleTime
 //     to now+120 s, overriding the StartTime=now sent with the migration;
 //     the loop looks again min_round_gap after any migration for this.
+//     Only for hadar's own migrations (the job was seen running on other
+//     nodes): a job requeued from the node it was placed on is held and
+//     placed again a round later, as starting it there at once races the
+//     node's revocation of its old credential (the job fails).
+//   - Held includes "job requeued in held state" (scontrol requeuehold),
+//     so a migration cut short after its requeuehold is re-placed, and
+//     released by fail-open. A tagged job pending and not held that Slurm
+//     requeued on its own (BeginTime without a placement record: a node
+//     failure, a user's plain requeue) or whose nodes are down or drained
+//     is held again and re-placed on live nodes (docs/reliability.md).
 //   - HadarE copies (copies.go, docs/hadare-slurm.md): a job array tagged
 //     copies=K is one copies job (CopyGroup, id: the array id) whose tasks
 //     are its copies: each planned copy is a held task placed on its node

@@ -49,9 +49,10 @@ func checkNoDoubleActions(t *testing.T, d *daemon, ids []string) {
 }
 
 // 1. kill -9 of hadar-slurmd at seeded random moments of a 30-job
-// workload, 10 times, restarted each time (two of the kills at chosen
-// crash points: between a job's NodeList update and its release, and just
-// after a release before the round is recorded).
+// workload, 10 times, restarted each time. Three of the kills are at
+// chosen crash points (by the scontrol shim): just after a migration's
+// requeuehold, between a job's NodeList update and its release, and just
+// after a release before the round is recorded.
 func TestKill9Restarts(t *testing.T) {
 	tc := need(t)
 	rng := mrand.New(mrand.NewPCG(seed(), 0x6b696c6c))
@@ -62,35 +63,39 @@ func TestKill9Restarts(t *testing.T) {
 	for _, j := range work[:20] {
 		ids = append(ids, tc.submit(j))
 	}
+	// Crash points: the first daemon dies just before its first release
+	// (its NodeList updates done), the second just after its first release;
+	// the first migration's requeuehold kills whichever daemon runs then.
+	d.rule("kill-after.scontrol.requeuehold", " requeuehold ")
+	d.rule("kill-before.scontrol.release", " release ")
+	armed := true
 	start := time.Now()
 	d.start()
 	watch := watchStalls(t, d)
 	kinds := map[string]int{}
 	for k := range 10 {
-		time.Sleep(time.Duration(1000+rng.IntN(3000)) * time.Millisecond)
-		kind := "random"
-		switch k {
-		case 1:
-			kind = "before-release"
-			d.rule("kill-before.scontrol", "release")
-		case 3:
-			kind = "after-release"
-			d.rule("kill-after.scontrol", "release")
-		case 5:
-			kind = "after-requeuehold"
-			d.rule("kill-after.scontrol", "requeuehold")
-		}
-		if kind != "random" {
-			if !waitFor(12*time.Second, func() bool { ok, _ := d.alive(); return !ok }) {
-				os.Remove(filepath.Join(d.shims, "rules", "kill-before.scontrol"))
-				os.Remove(filepath.Join(d.shims, "rules", "kill-after.scontrol"))
-				kind = "random (no " + kind + " came)"
-				d.kill9()
-			} else {
-				d.wait(5 * time.Second)
+		dead := func() bool { ok, _ := d.alive(); return !ok }
+		if armed {
+			if !waitFor(12*time.Second, dead) {
+				os.Remove(filepath.Join(d.shims, "rules", "kill-before.scontrol.release"))
+				os.Remove(filepath.Join(d.shims, "rules", "kill-after.scontrol.release"))
 			}
 		} else {
+			waitFor(time.Duration(1000+rng.IntN(3000))*time.Millisecond, dead)
+		}
+		kind := "random"
+		if !dead() {
 			d.kill9()
+		} else {
+			d.wait(5 * time.Second)
+		}
+		marker := filepath.Join(d.shims, "rules", "killed")
+		if b, err := os.ReadFile(marker); err == nil {
+			f := strings.Fields(string(b))
+			if len(f) >= 2 {
+				kind = f[0] + "-" + f[1] // before-release, after-release, after-requeuehold
+			}
+			os.Remove(marker)
 		}
 		kinds[kind]++
 		held := 0
@@ -103,8 +108,15 @@ func TestKill9Restarts(t *testing.T) {
 		if len(ids) < 30 {
 			ids = append(ids, tc.submit(work[len(ids)]))
 		}
+		armed = k == 0
+		if armed {
+			d.rule("kill-after.scontrol.release", " release ")
+		}
 		time.Sleep(time.Duration(rng.IntN(1500)) * time.Millisecond)
 		d.start()
+	}
+	for _, r := range []string{"kill-after.scontrol.requeuehold", "kill-before.scontrol.release", "kill-after.scontrol.release"} {
+		os.Remove(filepath.Join(d.shims, "rules", r))
 	}
 	for len(ids) < 30 {
 		ids = append(ids, tc.submit(work[len(ids)]))

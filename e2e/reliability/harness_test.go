@@ -670,8 +670,9 @@ func (d *daemon) writeConfig() {
 //	fail-once.CMD      "ID PATTERN": a call whose argv contains PATTERN and
 //	                   names job ID fails for ID (exit 1, scontrol's style);
 //	                   the other ids of a batch are done by the real command
-//	kill-before.CMD    "PATTERN": SIGKILL the daemon (the caller) instead
-//	kill-after.CMD     "PATTERN": run the real command, then SIGKILL the daemon
+//	kill-before.CMD*   "PATTERN": SIGKILL the daemon (the caller) instead
+//	kill-after.CMD*    "PATTERN": run the real command, then SIGKILL the daemon
+//	                   (both write "before|after ARGS" to rules/killed)
 //	stop-ctld.CMD      "PATTERN": stop slurmctld (SIGTERM, by its pid file)
 //	                   first, then run the real command
 const shimScript = `#!/bin/bash
@@ -696,26 +697,28 @@ if [[ -f $rules/stop-ctld.$name ]]; then
 		echo "$EPOCHREALTIME" >"$rules/stop-ctld.done"
 	fi
 fi
-if [[ -f $rules/kill-before.$name ]]; then
-	pat=$(<"$rules/kill-before.$name")
+for f in "$rules/kill-before.$name"*; do
+	[[ -f $f ]] || continue
+	pat=$(<"$f")
 	if has "$@"; then
-		rm -f "$rules/kill-before.$name"
-		echo "$EPOCHREALTIME $*" >"$rules/killed"
+		rm -f "$f"
+		echo "before $*" >"$rules/killed"
 		kill -KILL "$PPID"
 		exit 137
 	fi
-fi
-if [[ -f $rules/kill-after.$name ]]; then
-	pat=$(<"$rules/kill-after.$name")
+done
+for f in "$rules/kill-after.$name"*; do
+	[[ -f $f ]] || continue
+	pat=$(<"$f")
 	if has "$@"; then
-		rm -f "$rules/kill-after.$name"
+		rm -f "$f"
 		"$real" "$@"
 		rc=$?
-		echo "$EPOCHREALTIME $*" >"$rules/killed"
+		echo "after $*" >"$rules/killed"
 		kill -KILL "$PPID"
 		exit $rc
 	fi
-fi
+done
 if [[ -f $rules/fail-once.$name ]]; then
 	read -r fid pat <"$rules/fail-once.$name"
 	args=("$@")
@@ -772,6 +775,9 @@ func (d *daemon) start(extraArgs ...string) {
 	cmd.Dir = d.dir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), "SLURM_CONF="+slurmConf, "HADAR_CONFIG=")
+	// If the test binary dies (a -timeout panic), the daemon stops too,
+	// releasing what it held.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		d.t.Fatal(err)
