@@ -408,6 +408,12 @@ func savePlot(p *plot.Plot, path string) (err error) {
 	}
 	c := vgimg.NewWith(vgimg.UseWH(plotWidth, plotHeight), vgimg.UseDPI(plotDPI), vgimg.UseBackgroundColor(color.White))
 	p.Draw(draw.New(c))
+	return WritePNG(path, c)
+}
+
+// WritePNG writes a drawn canvas to path as PNG; a failed write leaves no
+// file behind.
+func WritePNG(path string, c *vgimg.Canvas) (err error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return err

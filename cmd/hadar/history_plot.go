@@ -15,6 +15,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/hadar-sched/hadar/sim"
 )
 
 // The PNGs of `hadar history --plot`.
@@ -319,7 +321,7 @@ func (h *history) plotQueue(path string) error {
 	canvases := plot.Align([][]*plot.Plot{{top}, {bottom}}, tiles, dc)
 	top.Draw(canvases[0][0])
 	bottom.Draw(canvases[1][0])
-	return writePNG(path, img)
+	return sim.WritePNG(path, img)
 }
 
 // ganttBars draws one bar per job span and node: from the span's start to
@@ -452,23 +454,5 @@ func sortedKeysOf[V any](m map[string]V) []string {
 func saveHistoryPlot(path string, height vg.Length, p *plot.Plot) error {
 	img := vgimg.NewWith(vgimg.UseWH(historyWidth, height), vgimg.UseDPI(historyDPI), vgimg.UseBackgroundColor(color.White))
 	p.Draw(draw.New(img))
-	return writePNG(path, img)
-}
-
-// writePNG writes img to path; a failed write leaves no file behind.
-func writePNG(path string, img *vgimg.Canvas) (err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			os.Remove(path)
-		}
-	}()
-	_, err = vgimg.PngCanvas{Canvas: img}.WriteTo(f)
-	return err
+	return sim.WritePNG(path, img)
 }
