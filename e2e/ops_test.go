@@ -28,6 +28,11 @@ func TestExampleConfigAndMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer logFile.Close()
+	// Progress reports of an earlier cluster's jobs would match this one's
+	// job ids (a fresh test cluster numbers jobs from 1 again).
+	if err := os.RemoveAll("/var/spool/hadar/progress"); err != nil {
+		t.Fatal(err)
+	}
 	// Shorter rounds than the example's 6m so that the test takes a minute;
 	// everything else is the shipped file.
 	daemon := exec.Command(daemonBin(), "--config", config, "--round", "10s")
