@@ -411,16 +411,24 @@ func finishTimeFairnessAlloc(thr [][]float64, scale, weights, remainingSteps, el
 		}
 		hi = math.Min(hi, math.Min(R, rho))
 	}
-	for R := lo; best == nil && solves < ftfMaxSolve; R *= 2 {
+	// probe solves at R: an infeasible R raises the lower bound, a feasible
+	// one is recorded.
+	probe := func(R float64) error {
 		X, rho, err := try(R)
 		if err != nil {
-			return nil, 0, fmt.Errorf("finish_time_fairness_perf: %w", err)
+			return fmt.Errorf("finish_time_fairness_perf: %w", err)
 		}
 		if X == nil {
 			lo = R
-			continue
+			return nil
 		}
 		record(X, rho, R)
+		return nil
+	}
+	for R := lo; best == nil && solves < ftfMaxSolve; R *= 2 {
+		if err := probe(R); err != nil {
+			return nil, 0, err
+		}
 	}
 	if best == nil {
 		return nil, 0, fmt.Errorf("finish_time_fairness_perf: %w: no feasible rho found up to %g", errLPNumerical, lo)
@@ -430,15 +438,9 @@ func finishTimeFairnessAlloc(thr [][]float64, scale, weights, remainingSteps, el
 		if !(R > lo && R < hi) {
 			R = (lo + hi) / 2
 		}
-		X, rho, err := try(R)
-		if err != nil {
-			return nil, 0, fmt.Errorf("finish_time_fairness_perf: %w", err)
+		if err := probe(R); err != nil {
+			return nil, 0, err
 		}
-		if X == nil {
-			lo = R
-			continue
-		}
-		record(X, rho, R)
 	}
 	return best, bestRho, nil
 }
