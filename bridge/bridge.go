@@ -54,6 +54,9 @@ type RoundReport struct {
 	// PlanError is set when the policy failed or its plan broke an
 	// invariant; the round then only passed jobs through and re-held.
 	PlanError error
+	// HeldBack is set when the round ignored the plan so that an overdue
+	// pass-through job could go first (Derivation.HeldBack).
+	HeldBack bool
 }
 
 // Failed counts the actions that did not fully succeed.
@@ -72,6 +75,31 @@ func (r RoundReport) Count(k DecisionKind) int {
 	n := 0
 	for _, d := range r.Decisions {
 		if d.Kind == k {
+			n++
+		}
+	}
+	return n
+}
+
+// PassedThrough counts the pass-through jobs the round released: those
+// it decided to pass through, less those whose release did not run (an
+// await-start saw jobs hadar released still pending). In a dry run, the
+// decisions.
+func (r RoundReport) PassedThrough() int {
+	if r.DryRun {
+		return r.Count(DecidePassThrough)
+	}
+	released := map[string]bool{}
+	for _, res := range r.Results {
+		if res.Action.Kind == ActRelease && res.Err == nil {
+			for _, id := range res.Sent {
+				released[id] = true
+			}
+		}
+	}
+	n := 0
+	for _, d := range r.Decisions {
+		if d.Kind == DecidePassThrough && released[d.JobID] {
 			n++
 		}
 	}
@@ -98,6 +126,10 @@ type Bridge struct {
 
 	// backoff of the loop when slurmctld is unreachable.
 	backoffBase, backoffMax time.Duration
+	// awaitInterval and awaitTries bound the Executor's await-start (zero:
+	// its defaults); tests shorten them.
+	awaitInterval time.Duration
+	awaitTries    int
 	// OnCycle, if set, is called after every round of Run (a test hook).
 	OnCycle func(RoundReport, error)
 }
@@ -288,8 +320,11 @@ func (b *Bridge) Cycle(ctx context.Context) (RoundReport, error) {
 			return b.failRound(ctx, rep, derr)
 		}
 	}
-	rep.Decisions, rep.Actions = der.Decisions, der.Actions
+	rep.Decisions, rep.Actions, rep.HeldBack = der.Decisions, der.Actions, der.HeldBack
 	rep.Solve = clock.Now().Sub(solveStart)
+	if der.HeldBack {
+		log.Info("plan held back: a pass-through job has waited launch_timeout; this round releases no other job", "launch_timeout", cfg.LaunchTimeout.Duration)
+	}
 	for _, d := range der.Decisions {
 		lvl := slog.LevelInfo
 		if d.Kind == DecideKeep || d.Kind == DecideWait {
@@ -306,7 +341,7 @@ func (b *Bridge) Cycle(ctx context.Context) (RoundReport, error) {
 			rep.Results = append(rep.Results, ActionResult{Action: a, Sent: a.JobIDs})
 		}
 	} else {
-		ex := &Executor{Cluster: b.deps.Cluster, Allowed: tagged, Log: log}
+		ex := &Executor{Cluster: b.deps.Cluster, Allowed: tagged, Log: log, AwaitInterval: b.awaitInterval, AwaitTries: b.awaitTries}
 		rep.Results = ex.Execute(ctx, der.Actions)
 		for _, r := range rep.Results {
 			switch {
@@ -364,7 +399,7 @@ func (b *Bridge) Cycle(ctx context.Context) (RoundReport, error) {
 	w.Round = RoundRecord{Number: rep.Number, Started: rep.Started, Observe: rep.Observe, Solve: rep.Solve,
 		Enforce: rep.Enforce, Policy: rep.Policy, DryRun: rep.DryRun, Jobs: rep.Jobs, Tagged: rep.Tagged,
 		Placed: rep.Count(DecidePlace), Migrated: rep.Count(DecideMigrate), Preempted: rep.Count(DecidePreempt),
-		PassedThru: rep.Count(DecidePassThrough), Failed: rep.Failed()}
+		PassedThru: rep.PassedThrough(), Failed: rep.Failed()}
 	if rep.PlanError != nil {
 		w.Round.Error = rep.PlanError.Error()
 	}
@@ -606,10 +641,13 @@ func (b *Bridge) Run(ctx context.Context) error {
 				}
 				failures = 0
 				next = lastStart.Add(cfg.Round.Duration)
-				if rep.Count(DecideMigrate)+rep.Count(DecidePreempt)+rep.Count(DecideStartNow)+rep.Count(DecideRehold) > 0 {
+				if rep.Count(DecideMigrate)+rep.Count(DecidePreempt)+rep.Count(DecideStartNow)+rep.Count(DecideRehold) > 0 ||
+					(rep.HeldBack && rep.PassedThrough() > 0) {
 					// A requeue completes after scontrol returns; look
 					// again soon to start what it delayed. Jobs held
-					// again are re-placed soon too.
+					// again are re-placed soon too, and so is the work
+					// a round held back for a pass-through job, once
+					// that job is released.
 					next = lastStart.Add(max(cfg.MinRoundGap.Duration, cfg.PollInterval.Duration))
 				}
 			}

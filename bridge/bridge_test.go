@@ -82,6 +82,7 @@ func (h *harness) bridge() *Bridge {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	b.awaitInterval = time.Millisecond // the fake starts released jobs at once
 	h.t.Cleanup(func() { b.Close() })
 	return b
 }

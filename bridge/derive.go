@@ -30,7 +30,8 @@ const (
 	// could not be carried out in Slurm (see the reason); it stays held.
 	DecideDefer DecisionKind = "defer"
 	// DecidePassThrough: a held tagged job hadar cannot schedule is released
-	// to Slurm's own scheduler.
+	// to Slurm's own scheduler, after the jobs hadar released have started
+	// (see Derive).
 	DecidePassThrough DecisionKind = "pass-through"
 	// DecideRehold: a job hadar released has not started within
 	// launch_timeout; it is held again to be re-planned.
@@ -70,11 +71,18 @@ const (
 	ActStartNow ActionKind = "start-now"
 	// ActRelease: scontrol release a,b.
 	ActRelease ActionKind = "release"
+	// ActAwaitStart: look at the queue (squeue) until none of the jobs is
+	// pending and released, i.e. each one runs, is held or has left the
+	// queue; a bounded number of looks (Executor.AwaitTries). If it does not
+	// succeed, every later action of the round is skipped: only the
+	// pass-through jobs' comment and release come after it.
+	ActAwaitStart ActionKind = "await-start"
 )
 
 // Action is one Slurm update of a round. Actions run in order; a place,
 // start-now or release is skipped for a job whose earlier requeuehold or
-// place failed in the same round (see Executor).
+// place failed in the same round, and every action after an await-start
+// that did not succeed is skipped (see Executor).
 type Action struct {
 	Kind   ActionKind
 	JobIDs []string
@@ -94,6 +102,8 @@ func (a Action) String() string {
 		return fmt.Sprintf("scontrol update JobId=%s NodeList=%s", ids, strings.Join(a.Nodes, ","))
 	case ActStartNow:
 		return fmt.Sprintf("scontrol update JobId=%s StartTime=now", ids)
+	case ActAwaitStart:
+		return fmt.Sprintf("squeue until jobs %s are not pending (started, held or gone)", ids)
 	default:
 		return fmt.Sprintf("scontrol %s %s", a.Kind, ids)
 	}
@@ -119,6 +129,9 @@ type Derivation struct {
 	Actions   []Action
 	// Copies are the copies jobs' plans for their copies (copies.go).
 	Copies []CopyPlan
+	// HeldBack is set when the round ignored the plan (placed, moved and
+	// stopped nothing) so that an overdue pass-through job can go first.
+	HeldBack bool
 }
 
 // PassThroughComment is the AdminComment of a job handed to Slurm.
@@ -130,6 +143,13 @@ func PassThroughComment(reason string) string {
 // the Slurm actions that carry them out. It is pure: the same inputs give
 // the same output. plan may be nil (the policy failed or its plan broke an
 // invariant): then only pass-throughs and re-holds are derived.
+//
+// Pass-through jobs never compete with hadar's placements: they are
+// released last, in their own release, and only after an await-start has
+// seen every job hadar released (this round or earlier) leave the pending
+// state (see passThroughActions). A held pass-through job older than
+// launch_timeout makes the round ignore the plan (HeldBack), so that no new
+// placement can keep delaying it.
 //
 // Rules (see the package doc): a running job keeps its nodes unless the
 // plan moves it and the estimated gain exceeds the migration penalty; a
@@ -165,9 +185,31 @@ func Derive(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams
 		return out
 	}
 
-	var requeue, places, release []string
-	var passThrough []*JobView
+	var requeue, places []string
 	placeNodes := map[string][]string{}
+
+	// Held jobs hadar cannot schedule. They wait for hadar's released jobs
+	// to start (passThroughActions); while they wait, new placements could
+	// keep them waiting, so once one has waited launch_timeout (a released
+	// job is started or held again within that), the round releases no new
+	// job: the plan is ignored, as if there were none.
+	var passThrough []*JobView
+	for _, jv := range v.Jobs {
+		if jv.Class == ClassPassThrough && jv.Held {
+			passThrough = append(passThrough, jv)
+		}
+	}
+	noPlan := "no plan this round"
+	if plan != nil && p.LaunchTimeout > 0 {
+		for _, jv := range passThrough {
+			// Submit is reset by a requeue; unknown counts as overdue.
+			if jv.Submit.IsZero() || v.Now.Sub(jv.Submit) >= p.LaunchTimeout {
+				plan, d.HeldBack = nil, true
+				noPlan = fmt.Sprintf("held back this round: pass-through job %s has waited launch_timeout (%s) and goes first", jv.ID, p.LaunchTimeout)
+				break
+			}
+		}
+	}
 
 	// Running jobs: keep, migrate or preempt.
 	occ := map[string]int{}
@@ -207,7 +249,7 @@ func Derive(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams
 			}
 			reason := "the policy did not schedule it this round; preemption is off"
 			if plan == nil {
-				reason = "no plan this round"
+				reason = noPlan
 			}
 			keep(jv, reason)
 			continue
@@ -282,7 +324,7 @@ func Derive(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams
 		if len(tasks) == 0 {
 			reason := "the policy did not schedule it this round"
 			if plan == nil {
-				reason = "no plan this round"
+				reason = noPlan
 			}
 			d.Decisions = append(d.Decisions, Decision{JobID: jv.ID, Kind: DecideWait, From: "-", To: "-", Reason: reason})
 			continue
@@ -336,12 +378,8 @@ func Derive(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams
 		return Derivation{}, fmt.Errorf("enforceable plan: %w", err)
 	}
 
-	// Held jobs hadar cannot schedule: released once, with the reason.
-	for _, jv := range v.Jobs {
-		if jv.Class == ClassPassThrough && jv.Held {
-			passThrough = append(passThrough, jv)
-			d.Decisions = append(d.Decisions, Decision{JobID: jv.ID, Kind: DecidePassThrough, From: "-", To: "-", Reason: jv.Problem})
-		}
+	for _, jv := range passThrough {
+		d.Decisions = append(d.Decisions, Decision{JobID: jv.ID, Kind: DecidePassThrough, From: "-", To: "-", Reason: jv.Problem})
 	}
 	// Released jobs that did not start in time: hold them again.
 	var rehold []string
@@ -391,19 +429,6 @@ func Derive(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams
 	}
 
 	// Actions, in execution order.
-	byText := map[string][]string{}
-	var texts []string
-	for _, jv := range passThrough {
-		t := slurm.SanitizeComment(PassThroughComment(jv.Problem), slurm.MaxAdminComment)
-		if _, ok := byText[t]; !ok {
-			texts = append(texts, t)
-		}
-		byText[t] = append(byText[t], jv.ID)
-		release = append(release, jv.ID)
-	}
-	for _, t := range texts {
-		d.Actions = append(d.Actions, Action{Kind: ActComment, JobIDs: byText[t], Text: t})
-	}
 	if len(rehold) > 0 {
 		d.Actions = append(d.Actions, Action{Kind: ActHold, JobIDs: rehold})
 	}
@@ -418,15 +443,66 @@ func Derive(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams
 		sort.Strings(start)
 		d.Actions = append(d.Actions, Action{Kind: ActStartNow, JobIDs: start})
 	}
-	release = append(release, places...)
-	sort.Strings(release)
-	if len(release) > 0 {
-		d.Actions = append(d.Actions, Action{Kind: ActRelease, JobIDs: release})
+	if len(places) > 0 {
+		d.Actions = append(d.Actions, Action{Kind: ActRelease, JobIDs: places})
 	}
+	// Every job hadar released and that may still be pending: this
+	// round's placements and kicks, and the launching jobs (those held
+	// again above count as held once the hold ran). A launching job with
+	// no release time (a damaged state database) is never timed out, so
+	// it is not waited for either.
+	var await []string
+	await = append(await, places...)
+	await = append(await, kick...)
+	for _, jv := range jobsOfClass(v, ClassLaunching) {
+		if !jv.ReleasedAt.IsZero() && !contains(await, jv.ID) {
+			await = append(await, jv.ID)
+		}
+	}
+	sort.Strings(await)
+	d.Actions = append(d.Actions, passThroughActions(passThrough, await)...)
 	if err := CheckCopies(v, d); err != nil {
 		return Derivation{}, fmt.Errorf("enforceable plan: %w", err)
 	}
 	return d, nil
+}
+
+// passThroughActions hands the held pass-through jobs to Slurm's scheduler:
+// their AdminComment (one update per distinct reason), then their own
+// release. If jobs hadar released may still be pending (await), an
+// await-start comes first, and the Executor runs the comment and release
+// only once it has seen each of them running, held or gone.
+//
+// Why: a pass-through job released while a job hadar placed is still
+// pending can be started by Slurm on the GPUs hadar chose (Slurm's
+// scheduler takes jobs in priority order, and a job released more than
+// once has a lower one), and the placed job then waits until
+// launch_timeout. A running job holds its GPUs and a held one takes none,
+// so after the await the pass-through job can only get GPUs no hadar job
+// is waiting for. A failed await leaves the jobs held for the next round.
+func passThroughActions(passThrough []*JobView, await []string) []Action {
+	if len(passThrough) == 0 {
+		return nil
+	}
+	var out []Action
+	if len(await) > 0 {
+		out = append(out, Action{Kind: ActAwaitStart, JobIDs: await})
+	}
+	byText := map[string][]string{}
+	var texts, release []string
+	for _, jv := range passThrough {
+		t := slurm.SanitizeComment(PassThroughComment(jv.Problem), slurm.MaxAdminComment)
+		if _, ok := byText[t]; !ok {
+			texts = append(texts, t)
+		}
+		byText[t] = append(byText[t], jv.ID)
+		release = append(release, jv.ID)
+	}
+	for _, t := range texts {
+		out = append(out, Action{Kind: ActComment, JobIDs: byText[t], Text: t})
+	}
+	sort.Strings(release)
+	return append(out, Action{Kind: ActRelease, JobIDs: release})
 }
 
 // enforceable reads a planned placement as node names if Slurm can carry

@@ -36,13 +36,24 @@
 // type is hadar's choice), no known throughput on this cluster's GPU
 // types, or a request no node could ever hold. If it is held it is
 // released once, with AdminComment "hadar: <reason>; released to Slurm's
-// scheduler", and logged. It is never left held.
+// scheduler", and logged. It never competes with hadar's placements: it is
+// released last in the round, in its own scontrol release, and only after
+// an await-start has seen every job hadar released (this round or
+// earlier) running, held again or gone; otherwise it stays held for the
+// next round. It is never left held for long: once it has waited
+// launch_timeout (since submission or its last requeue), rounds place,
+// move and stop nothing until it is released, so it is released at the
+// latest in the first round that starts more than 2 x launch_timeout after
+// its submission (a released job starts or is held again within
+// launch_timeout). Fail-open releases it with every other held job at once.
 //
 // # Observe
 //
 // One squeue (slurm.JobQueryArgs) and one scontrol show node
 // (slurm.NodeQueryArgs) per round, never per job; a poll between rounds is
-// one squeue. Jobs are classified (JobClass): waiting (tagged, pending,
+// one squeue. A round that passes jobs through while jobs hadar released
+// may be pending adds an await-start: at most 20 squeue, 0.5 s apart
+// (typically one). Jobs are classified (JobClass): waiting (tagged, pending,
 // held), launching (released by hadar, not started; the state database
 // remembers where), released (pending, not held, no record: Slurm's
 // scheduler has it), running, pinned (suspended, completing, or on a node
@@ -79,10 +90,15 @@
 //     (running jobs the policy wanted to move were kept), the job's next
 //     fastest free type is used, as the policy's own second pass would;
 //     otherwise the job is deferred (stays held) and the log says why.
-//   - Order of a round: AdminComments of pass-throughs, holds, one
-//     requeuehold for all moves, one NodeList update per placed job, one
-//     StartTime=now for all of them, one release for all placed and
-//     passed-through jobs.
+//   - Order of a round: holds, one requeuehold for all moves, one
+//     NodeList update per placed job, one StartTime=now for all of them,
+//     one release for all of them; then, if jobs are passed through, an
+//     await-start (squeue until every job hadar released is running, held
+//     or gone; the rest of the round is skipped if that does not happen
+//     within 10 s), the AdminComments of the pass-throughs and one release
+//     for them. Slurm's scheduler could otherwise start a pass-through job
+//     on the GPUs hadar chose for a placed job, which would then wait
+//     until launch_timeout.
 //   - Only held jobs are released and NodeList goes only to pending jobs,
 //     all judged from the round's own observation, so a restart or a
 //     repeated round never applies an action twice (a repeated release

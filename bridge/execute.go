@@ -18,6 +18,18 @@ var ErrNotTagged = errors.New("refused: not a hadar-tagged job in this round's o
 // job failed, or because slurmctld went away during the round.
 var errSkipped = errors.New("skipped")
 
+// ErrStillPending is the result of an await-start whose jobs did not all
+// start (or get held) in time; the rest of the round is skipped.
+var ErrStillPending = errors.New("released jobs still pending")
+
+// Defaults of Executor.AwaitInterval and AwaitTries: a released job starts
+// within about a second on an idle slurmctld; a moved one waits for its old
+// allocation to end (KillWait). At most 20 squeue calls, 10 s.
+const (
+	DefaultAwaitInterval = 500 * time.Millisecond
+	DefaultAwaitTries    = 20
+)
+
 // ActionResult is the outcome of one action.
 type ActionResult struct {
 	Action Action
@@ -43,6 +55,10 @@ type Executor struct {
 	// action list says. Nil allows nothing.
 	Allowed map[string]bool
 	Log     *slog.Logger
+	// AwaitInterval and AwaitTries bound an await-start: it looks at the
+	// queue AwaitTries times, AwaitInterval apart (zero: the defaults).
+	AwaitInterval time.Duration
+	AwaitTries    int
 }
 
 // Execute runs actions in order and returns one result per action. A
@@ -57,7 +73,9 @@ func (e *Executor) Execute(ctx context.Context, actions []Action) []ActionResult
 		log = slog.New(slog.DiscardHandler)
 	}
 	failed := map[string]bool{}
-	down := false
+	// down: slurmctld is gone; gated: an await-start did not succeed, so
+	// nothing after it may run (the pass-through jobs stay held).
+	down, gated := false, false
 	out := make([]ActionResult, 0, len(actions))
 	for _, a := range actions {
 		r := ActionResult{Action: a}
@@ -65,7 +83,7 @@ func (e *Executor) Execute(ctx context.Context, actions []Action) []ActionResult
 			switch {
 			case !e.Allowed[id]:
 				r.Refused = append(r.Refused, id)
-			case down || (failed[id] && dependent(a.Kind)):
+			case down || gated || (failed[id] && dependent(a.Kind)):
 				r.Skipped = append(r.Skipped, id)
 			default:
 				r.Sent = append(r.Sent, id)
@@ -96,6 +114,9 @@ func (e *Executor) Execute(ctx context.Context, actions []Action) []ActionResult
 		for _, id := range r.Skipped {
 			failed[id] = true
 		}
+		if a.Kind == ActAwaitStart && !r.OK() {
+			gated = true
+		}
 		out = append(out, r)
 	}
 	return out
@@ -124,6 +145,55 @@ func (e *Executor) run(ctx context.Context, a Action, ids []string) error {
 		return c.UpdateJobs(ctx, ids, "StartTime=now")
 	case ActRelease:
 		return c.Release(ctx, ids...)
+	case ActAwaitStart:
+		return e.awaitStart(ctx, ids)
 	}
 	return fmt.Errorf("unknown action kind %q", a.Kind)
+}
+
+// awaitStart looks at the queue until none of ids is pending and released
+// (each one runs or completes, is held, or has left the queue). It waits
+// before every look: a job is never running right after its release.
+func (e *Executor) awaitStart(ctx context.Context, ids []string) error {
+	interval, tries := e.AwaitInterval, e.AwaitTries
+	if interval <= 0 {
+		interval = DefaultAwaitInterval
+	}
+	if tries <= 0 {
+		tries = DefaultAwaitTries
+	}
+	var pending []string
+	for range tries {
+		t := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		jobs, err := e.Cluster.Jobs(ctx)
+		if err != nil {
+			return fmt.Errorf("await start: %w", err)
+		}
+		pending = stillPending(jobs, ids)
+		if len(pending) == 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w after %s: %v", ErrStillPending, time.Duration(tries)*interval, pending)
+}
+
+// stillPending returns the ids that are pending and not held in jobs.
+func stillPending(jobs []slurm.Job, ids []string) []string {
+	state := map[string]slurm.Job{}
+	for _, j := range jobs {
+		state[j.ID()] = j
+	}
+	var out []string
+	for _, id := range ids {
+		if j, ok := state[id]; ok && j.State == "PENDING" && !heldReasons[j.Reason] {
+			out = append(out, id)
+		}
+	}
+	return out
 }

@@ -165,6 +165,7 @@ func errorClass(err error) string {
 		{slurm.ErrJobHeld, "job_held"}, {slurm.ErrInvalidNodeName, "invalid_node_name"},
 		{slurm.ErrAccessDenied, "access_denied"}, {slurm.ErrNotConfigured, "not_configured"},
 		{slurm.ErrCommandNotFound, "command_not_found"}, {slurm.ErrMalformed, "malformed_output"},
+		{ErrStillPending, "still_pending"},
 	} {
 		if errors.Is(err, c.err) {
 			return c.name

@@ -73,6 +73,7 @@ func TestMetricsAfterRounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
+	b.awaitInterval = time.Millisecond
 	ctx := context.Background()
 	var tagged []string
 	for i := range 3 {
@@ -123,7 +124,8 @@ func TestMetricsAfterRounds(t *testing.T) {
 		`hadar_gpus{state="free",type="p100"}`:                         4,
 		`hadar_gpus{state="free",type="k80"}`:                          8,
 		`hadar_slurm_actions_total{kind="place",result="ok"}`:          3,
-		`hadar_slurm_actions_total{kind="release",result="ok"}`:        1,
+		`hadar_slurm_actions_total{kind="release",result="ok"}`:        2, // placed jobs, then the passed-through one
+		`hadar_slurm_actions_total{kind="await-start",result="ok"}`:    1,
 		`hadar_slurm_actions_total{kind="comment",result="ok"}`:        1,
 		`hadar_slurm_errors_total{class="controller_down"}`:            1,
 		`hadar_throughput_samples_total`:                               1,

@@ -145,7 +145,8 @@ func TestSnapshotFromFixtures(t *testing.T) {
 			t.Errorf("node3 = %+v", n)
 		}
 		// Whatever the policy picks, the round places job 8 and releases
-		// it together with the two jobs passed through.
+		// it; the two jobs passed through are released after it, in their
+		// own release, once job 8 is seen started.
 		pol, _ := optimizer.New("hadar", optimizer.Options{})
 		plan, err := pol.Plan(snap)
 		if err != nil {
@@ -160,7 +161,7 @@ func TestSnapshotFromFixtures(t *testing.T) {
 			kinds[a.Kind] = append(kinds[a.Kind], a.JobIDs...)
 		}
 		wantKinds := map[ActionKind][]string{
-			ActComment: {"10", "7"}, ActPlace: {"8"}, ActStartNow: {"8"}, ActRelease: {"10", "7", "8"},
+			ActComment: {"10", "7"}, ActPlace: {"8"}, ActStartNow: {"8"}, ActRelease: {"10", "7", "8"}, ActAwaitStart: {"8"},
 		}
 		if diff := cmp.Diff(wantKinds, kinds, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 			t.Errorf("actions (-want +got):\n%s", diff)
