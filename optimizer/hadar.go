@@ -3,6 +3,7 @@ package optimizer
 import (
 	"math"
 	"sort"
+	"time"
 )
 
 // Hadar is hadar's own policy: task-level, heterogeneity-aware, re-planned
@@ -17,6 +18,13 @@ import (
 //     the others' until the loads balance. The balanced load is the fluid
 //     estimate of the remaining makespan (the horizon), and each job's
 //     preferred type is where the whole workload finishes soonest.
+//   - Fluid plan. Prices alone cannot say that a type needs several jobs at
+//     once to stay busy (a job uses its gang's GPUs, no more), so every few
+//     rounds Hadar also solves the fluid min-makespan LP (Gavel's
+//     min_total_duration shape, on the same interior-point solver). Its
+//     optimum gives the horizon, and a job that the LP runs mostly on some
+//     types prefers those; GPUs left free after the first pass go first to
+//     jobs the LP runs on that type. Prices decide for the rest.
 //   - Time. Jobs whose remaining time on their preferred type is close to the
 //     horizon are critical (they set the makespan) and are served first,
 //     longest first; the others follow shortest remaining area first
@@ -34,14 +42,38 @@ type Hadar struct {
 	MigrationPenalty float64
 	// PriceRounds bounds the tatonnement iterations.
 	PriceRounds int
+	// FluidEvery is the number of rounds between solves of the fluid LP
+	// (also re-solved when a job appears); 0 turns the LP off.
+	FluidEvery int
 
 	// prices are the last round's balanced prices, the next round's start.
 	prices map[string]float64
+	// fluid is the last solve of the fluid LP.
+	fluid fluidPlan
 }
+
+// fluidPlan is a solution of the fluid min-makespan LP: the fraction of the
+// remaining time each job spends on each GPU type, and when the workload
+// ends.
+type fluidPlan struct {
+	share map[string]map[string]float64 // job ID -> GPU type -> fraction
+	end   time.Time
+	age   int // rounds since the solve
+}
+
+// Thresholds on the fluid plan's shares: a job follows the LP's type order
+// only where the LP gives it a substantial share somewhere (tiny shares are
+// the solver's interior point, not a decision); pass 1b hands free GPUs only
+// to jobs with a real share on the type.
+const (
+	fluidLeadShare = 0.3
+	fluidMinShare  = 0.05
+	fluidShareTie  = 0.02
+)
 
 func init() {
 	Register("hadar", "Hadar: task-level, heterogeneity-aware, primal-dual prices per GPU type; critical jobs first, then shortest remaining area", func(o Options) Policy {
-		return &Hadar{Critical: 0.9, MigrationPenalty: o.MigrationPenalty.Seconds(), PriceRounds: 60}
+		return &Hadar{Critical: 0.9, MigrationPenalty: o.MigrationPenalty.Seconds(), PriceRounds: 60, FluidEvery: 10}
 	})
 }
 
@@ -81,16 +113,29 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 		hj = append(hj, h)
 	}
 	prices, horizon := p.balancePrices(hj, types, capacity)
+	fluid := p.fluidShares(s, hj, types, capacity)
+	if fluid != nil {
+		horizon = math.Max(p.fluid.end.Sub(s.Now).Seconds(), 0)
+	}
 	for _, h := range hj {
 		h.fastest = h.RemainingSteps / h.bestRate()
 		horizon = math.Max(horizon, h.fastest)
 	}
+	share := func(h *hadarJob, t string) float64 { return fluid[h.ID][t] }
 	for _, h := range hj {
-		// Cheapest per unit of work first, but a type too slow to finish the
-		// job within the horizon comes after every type that can.
+		// The LP's order where it gives the job a real share; otherwise
+		// cheapest per unit of work first, but a type too slow to finish
+		// the job within the horizon comes after every type that can.
+		lead := false
+		for _, t := range h.prefs {
+			lead = lead || share(h, t) >= fluidLeadShare
+		}
 		fits := func(t string) bool { return h.RemainingSteps/h.rates[t] <= p.Critical*horizon }
 		sort.SliceStable(h.prefs, func(a, b int) bool {
 			ta, tb := h.prefs[a], h.prefs[b]
+			if xa, xb := share(h, ta), share(h, tb); lead && math.Abs(xa-xb) > fluidShareTie {
+				return xa > xb
+			}
 			if fa, fb := fits(ta), fits(tb); fa != fb {
 				return fa
 			}
@@ -120,8 +165,9 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 		}
 	}
 	for _, h := range hj {
-		if h.critical {
-			// A critical job sets the makespan: it wants its fastest type.
+		if h.critical && fluid == nil {
+			// A critical job sets the makespan: it wants its fastest type
+			// (with a fluid plan, the type the LP gives it).
 			sort.SliceStable(h.prefs, func(a, b int) bool { return h.rates[h.prefs[a]] > h.rates[h.prefs[b]] })
 			h.remaining = h.fastest
 		}
@@ -161,6 +207,21 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 	}
 	for id, tasks := range placeChosen(pool, first, chosen).Assignments {
 		plan.Assign(id, tasks...)
+	}
+	// Pass 1b: GPUs still free go to the next jobs in priority order that
+	// the fluid plan runs on that type.
+	if fluid != nil {
+		for _, t := range types {
+			for _, h := range hj {
+				if pool.Free(t) == 0 {
+					break
+				}
+				if _, placed := plan.Assignments[h.ID]; placed || h.Workers > pool.Free(t) || share(h, t) < fluidMinShare {
+					continue
+				}
+				plan.Assign(h.ID, pool.placeOnType(t, h.Workers, h.Current)...)
+			}
+		}
 	}
 	// Pass 2: GPUs still free go to the next jobs in priority order, on any
 	// type, or spanning types.
@@ -267,6 +328,58 @@ func (p *Hadar) balancePrices(jobs []*hadarJob, types []string, capacity map[str
 		bestLoad = 0
 	}
 	return out, bestLoad
+}
+
+// fluidShares returns the fluid plan's shares for this round, solving the
+// LP again when FluidEvery rounds have passed or a job is new to it, or nil
+// when the LP is off or fails (Hadar then decides by prices alone). Jobs
+// that left since the solve keep no share; the others keep theirs, which
+// stay good for a few rounds because the workload changes little.
+func (p *Hadar) fluidShares(s *Snapshot, jobs []*hadarJob, types []string, capacity map[string]int) map[string]map[string]float64 {
+	if p.FluidEvery <= 0 || len(jobs) == 0 {
+		return nil
+	}
+	p.fluid.age++
+	stale := p.fluid.share == nil || p.fluid.age >= p.FluidEvery
+	for _, h := range jobs {
+		if _, ok := p.fluid.share[h.ID]; !ok {
+			stale = true
+			break
+		}
+	}
+	if !stale {
+		return p.fluid.share
+	}
+	thr := make([][]float64, len(jobs))
+	scale := make([]float64, len(jobs))
+	remaining := make([]float64, len(jobs))
+	capv := make([]float64, len(types))
+	for t, name := range types {
+		capv[t] = float64(capacity[name])
+	}
+	for i, h := range jobs {
+		thr[i] = make([]float64, len(types))
+		for t, name := range types {
+			thr[i][t] = h.rates[name]
+		}
+		scale[i] = float64(h.Workers)
+		remaining[i] = h.RemainingSteps
+	}
+	X, T, err := minTotalDurationAlloc(thr, scale, remaining, capv)
+	if err != nil {
+		p.fluid = fluidPlan{}
+		return nil
+	}
+	share := make(map[string]map[string]float64, len(jobs))
+	for i, h := range jobs {
+		row := make(map[string]float64, len(types))
+		for t, name := range types {
+			row[name] = X[i][t]
+		}
+		share[h.ID] = row
+	}
+	p.fluid = fluidPlan{share: share, end: s.Now.Add(time.Duration(T * float64(time.Second)))}
+	return share
 }
 
 // pickType returns the first of cands with room for the job's gang, keeping
