@@ -344,7 +344,7 @@ func explainClass(out *explainOutput, rep bridge.RoundReport, jv *bridge.JobView
 	case bridge.ClassPassThrough:
 		if d != nil && d.Decision == string(bridge.DecidePassThrough) {
 			out.Summary = "passed through to Slurm's scheduler: " + out.Problem
-			add("hadar-slurmd releases it once, with AdminComment %q, and never touches it again", bridge.PassThroughComment(out.Problem))
+			add("hadar-slurmd releases it once, with AdminComment %q, and never touches it again: right after the jobs it placed that round have started (or, if they are slow to start, in a later round: at most 2 x launch_timeout after submission)", bridge.PassThroughComment(out.Problem))
 		} else {
 			out.Summary = "Slurm's scheduler has it: hadar cannot schedule it (" + out.Problem + ")"
 			add("its AdminComment (scontrol show job %s) says so; hadar does not touch it", jv.ID)
