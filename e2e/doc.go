@@ -38,4 +38,8 @@
 // directories of passing tests too; those of failing tests are always
 // kept and named in the output). Measured figures are printed as
 // "E2E name=value" lines (go test -v).
+//
+// What this suite shares with e2e/reliability and e2e/hadare (running
+// commands, sbatch, squeue, the jobcomp log, a test cluster of a suite's
+// own, waiting) is in internal/e2eutil.
 package e2e

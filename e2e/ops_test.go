@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hadar-sched/hadar/internal/e2eutil"
 )
 
 // TestExampleConfigAndMetrics runs hadar-slurmd with the shipped example
@@ -22,7 +24,7 @@ func TestExampleConfigAndMetrics(t *testing.T) {
 	requireE2E(t)
 	requireDemoLayout(t)
 	config := filepath.Join(repoRoot, "contrib", "hadar.toml")
-	log := filepath.Join(workDir(t, "ops"), "hadar-slurmd.log")
+	log := filepath.Join(e2eutil.WorkDir(t, "ops"), "hadar-slurmd.log")
 	logFile, err := os.Create(log)
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +73,7 @@ func TestExampleConfigAndMetrics(t *testing.T) {
 		ids = append(ids, sbatch(t, slurmConf, "--comment=hadar model="+job.model+" steps="+job.steps, "--gres="+job.gres,
 			"--export=ALL,HADAR="+hadarBin()+",HADAR_SPOOL=/var/spool/hadar,TOYJOB_TICK=1", "-o", "/dev/null", toy))
 	}
-	if err := waitGone(slurmConf, ids, 4*time.Minute); err != nil {
+	if err := e2eutil.WaitGone(slurmConf, ids, 4*time.Minute); err != nil {
 		t.Fatalf("%v\n%s\ndaemon log:\n%s", err, squeueDump(slurmConf), tail(log, 40))
 	}
 	time.Sleep(12 * time.Second) // one more round sees the completions
@@ -96,7 +98,7 @@ func TestExampleConfigAndMetrics(t *testing.T) {
 		if v, _ := strconv.ParseFloat(string(m[1]), 64); v <= 0 {
 			t.Errorf("metrics: %s is %s, want > 0", want, m[1])
 		}
-		figure(t, "metric", string(m[0]))
+		e2eutil.Figure(t, "metric", string(m[0]))
 	}
 	stop()
 	if t.Failed() {

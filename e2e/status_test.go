@@ -2,12 +2,13 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hadar-sched/hadar/internal/e2eutil"
 )
 
 // statusJSON is `hadar status --json`.
@@ -53,11 +54,15 @@ func checkStatus(t *testing.T, conf, dir string, used map[string]map[string]int,
 	t.Helper()
 	var st statusJSON
 	hadarJSON(t, conf, &st, "status", "--json")
-	order, layout := layoutTypes(t, dir)
+	layout, err := e2eutil.ReadLayout(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := layout.Nodes
 	var got []string
 	for _, n := range st.Nodes {
 		got = append(got, n.Name)
-		want, ok := layout[n.Name]
+		want, ok := layout.GPUs[n.Name]
 		if !ok {
 			t.Errorf("status lists node %s, which is not in the layout", n.Name)
 			continue
@@ -85,7 +90,7 @@ func checkStatus(t *testing.T, conf, dir string, used map[string]map[string]int,
 	}
 
 	// Every job of the queue, and right about ours.
-	q, err := queue(conf, nil)
+	q, err := e2eutil.Queue(conf, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +142,7 @@ func checkStatus(t *testing.T, conf, dir string, used map[string]map[string]int,
 func TestStatusDemoLayout(t *testing.T) {
 	requireE2E(t)
 	requireDemoLayout(t)
-	if err := waitGone(slurmConf, nil, 60*time.Second); err != nil {
+	if err := e2eutil.WaitGone(slurmConf, nil, 60*time.Second); err != nil {
 		t.Fatalf("the cluster is not idle: %v\n%s", err, squeueDump(slurmConf))
 	}
 	var ids []string
@@ -183,7 +188,7 @@ func TestStatusDemoLayout(t *testing.T) {
 	if ex.Class != "waiting" || ex.GPUs != 8 || ex.Nodes != 2 || ex.Summary == "" {
 		t.Errorf("explain %s: %+v", g, ex)
 	}
-	figure(t, "explain_two_node_job", fmt.Sprintf("%q", ex.Summary))
+	e2eutil.Figure(t, "explain_two_node_job", fmt.Sprintf("%q", ex.Summary))
 	hadarJSON(t, slurmConf, &ex, "explain", "--json", f)
 	if ex.Class != "pass-through" || !strings.HasPrefix(ex.Summary, "passed through") {
 		t.Errorf("explain %s: %+v", f, ex)
@@ -196,27 +201,17 @@ func TestStatusDemoLayout(t *testing.T) {
 // held by untagged jobs. plan and explain run there too.
 func TestStatusSiteLayout(t *testing.T) {
 	requireE2E(t)
-	dir := os.Getenv("HADAR_E2E_SITE_DIR")
-	if dir == "" {
-		dir = "/tmp/hadar-e2e-site"
-	}
-	port := os.Getenv("HADAR_E2E_SITE_PORT")
-	if port == "" {
-		port = "23000"
-	}
-	env := []string{"HADAR_CLUSTER_LAYOUT=site", "HADAR_CLUSTER_DIR=" + dir, "HADAR_CLUSTER_PORT=" + port}
-	up := run(3*time.Minute, "", env, filepath.Join(repoRoot, "contrib", "testcluster", "up"))
+	site := e2eutil.TestCluster{Repo: repoRoot, Layout: "site",
+		Dir: e2eutil.EnvOr("HADAR_E2E_SITE_DIR", "/tmp/hadar-e2e-site"), Port: e2eutil.EnvOr("HADAR_E2E_SITE_PORT", "23000")}
+	dir := site.Dir
+	conf, _, err := site.Up(3 * time.Minute)
 	t.Cleanup(func() {
-		if r := run(90*time.Second, "", env, filepath.Join(repoRoot, "contrib", "testcluster", "down"), "--dir", dir); r.Err != nil {
-			t.Errorf("down of the site cluster: %v", r.Err)
+		if err := site.Down(90 * time.Second); err != nil {
+			t.Errorf("down of the site cluster: %v", err)
 		}
 	})
-	if up.Err != nil {
-		t.Fatalf("up of the site cluster: %v\n%s", up.Err, up.Stderr)
-	}
-	conf := strings.TrimPrefix(strings.TrimSpace(up.Stdout), "export SLURM_CONF=")
-	if conf != filepath.Join(dir, "slurm.conf") {
-		t.Fatalf("up printed %q", up.Stdout)
+	if err != nil {
+		t.Fatalf("up of the site cluster: %v", err)
 	}
 	var ids []string
 	cancelOnCleanup(t, conf, &ids)
@@ -295,17 +290,19 @@ func TestStatusSiteLayout(t *testing.T) {
 	if !strings.HasPrefix(exu.Summary, "not managed by hadar") {
 		t.Errorf("explain of untagged job %s: %q", v, exu.Summary)
 	}
-	q, err := queue(conf, []string{h})
-	if err != nil || q[h][1] != "JobHeldUser" {
+	q, err := e2eutil.Queue(conf, []string{h})
+	if err != nil || q[h].Reason != "JobHeldUser" {
 		t.Errorf("after plan and explain the tagged job is %v (%v); want still held", q[h], err)
 	}
 }
 
-// asUser runs a command as the unprivileged test user, in the cluster's
+// asUser runs commands as the unprivileged test user, in the cluster's
 // jobs directory, with SLURM_CONF set (what a user's shell would have).
-func asUser(user, conf string, timeout time.Duration, name string, args ...string) cmdResult {
-	return run(timeout, "", nil, "runuser", append([]string{"-u", user, "--", "env", "SLURM_CONF=" + conf,
-		"HOME=" + filepath.Join(filepath.Dir(conf), "jobs"), "TMPDIR=/tmp", "--chdir=" + filepath.Join(filepath.Dir(conf), "jobs"), name}, args...)...)
+func asUser(user, conf string, timeout time.Duration) e2eutil.Cmd {
+	jobs := filepath.Join(filepath.Dir(conf), "jobs")
+	return e2eutil.Cmd{Timeout: timeout, User: user,
+		// env takes options only before its NAME=VALUE words.
+		UserEnv: []string{"--chdir=" + jobs, "SLURM_CONF=" + conf, "HOME=" + jobs, "TMPDIR=/tmp"}}
 }
 
 // TestUserCommands runs what docs/user-guide.md shows a user doing, as an
@@ -316,26 +313,20 @@ func asUser(user, conf string, timeout time.Duration, name string, args ...strin
 func TestUserCommands(t *testing.T) {
 	requireE2E(t)
 	requireDemoLayout(t)
-	user := os.Getenv("HADAR_SMOKE_USER")
-	if user == "" {
-		user = "hadartest"
+	user := e2eutil.EnvOr("HADAR_SMOKE_USER", e2eutil.TestUser)
+	if err := e2eutil.EnsureUser(user); err != nil {
+		t.Fatal(err)
 	}
-	if r := run(10*time.Second, "", nil, "id", user); r.Err != nil {
-		if r := run(30*time.Second, "", nil, "useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", user); r.Err != nil {
-			t.Fatalf("no user %s and useradd failed: %v", user, r.Err)
-		}
-	}
-	if err := waitGone(slurmConf, nil, 60*time.Second); err != nil {
+	if err := e2eutil.WaitGone(slurmConf, nil, 60*time.Second); err != nil {
 		t.Fatalf("the cluster is not idle: %v\n%s", err, squeueDump(slurmConf))
 	}
 	var ids []string
 	cancelOnCleanup(t, slurmConf, &ids)
 	sub := func(args ...string) string {
-		r := asUser(user, slurmConf, 30*time.Second, "sbatch", append([]string{"--parsable", "-o", "/dev/null"}, args...)...)
-		if r.Err != nil {
-			t.Fatalf("sbatch as %s: %v", user, r.Err)
+		id, err := asUser(user, slurmConf, 30*time.Second).Sbatch(append([]string{"-o", "/dev/null"}, args...)...)
+		if err != nil {
+			t.Fatalf("sbatch as %s: %v", user, err)
 		}
-		id := strings.TrimSpace(r.Stdout)
 		ids = append(ids, id)
 		return id
 	}
@@ -346,32 +337,32 @@ func TestUserCommands(t *testing.T) {
 
 	// The user cannot release or re-target a held tagged job.
 	for _, args := range [][]string{{"release", good}, {"update", "JobId=" + good, "NodeList=node1"}, {"update", "JobId=" + good, "Priority=100"}} {
-		r := asUser(user, slurmConf, 30*time.Second, "scontrol", args...)
+		r := asUser(user, slurmConf, 30*time.Second).Run("scontrol", args...)
 		if r.Err == nil || !strings.Contains(r.Stderr, "Access/permission denied") {
 			t.Errorf("scontrol %s as %s: err %v, stderr %q; want Access/permission denied", strings.Join(args, " "), user, r.Err, r.Stderr)
 		}
 	}
-	if q, _ := queue(slurmConf, []string{good}); q[good][1] != "JobHeldUser" {
+	if q, _ := e2eutil.Queue(slurmConf, []string{good}); q[good].Reason != "JobHeldUser" {
 		t.Errorf("after the refused updates job %s is %v, want still held", good, q[good])
 	}
 
 	// status, plan and explain work for the user, without any hadar config.
 	for _, args := range [][]string{{"status"}, {"plan"}, {"explain", good}} {
-		r := asUser(user, slurmConf, 60*time.Second, hadarBin(), args...)
+		r := asUser(user, slurmConf, 60*time.Second).Run(hadarBin(), args...)
 		if r.Err != nil || r.Stdout == "" {
 			t.Errorf("hadar %s as %s: %v\n%s", strings.Join(args, " "), user, r.Err, r.Stderr)
 		}
 	}
-	r := asUser(user, slurmConf, 60*time.Second, hadarBin(), "explain", "--json", bad)
+	r := asUser(user, slurmConf, 60*time.Second).Run(hadarBin(), "explain", "--json", bad)
 	if r.Err != nil || !strings.Contains(r.Stdout, `passed through to Slurm's scheduler: unknown model \"nosuchmodel\"`) {
 		t.Errorf("hadar explain --json %s as %s: %v\n%s%s", bad, user, r.Err, r.Stdout, r.Stderr)
 	}
 
 	// One daemon round: the bad tags are passed through with an
 	// AdminComment saying why; the good job is placed and released.
-	dir := workDir(t, "user")
+	dir := e2eutil.WorkDir(t, "user")
 	cfg := writeConfig(t, dir, "")
-	if r := run(60*time.Second, slurmConf, nil, daemonBin(), "--once", "--config", cfg); r.Err != nil {
+	if r := e2eutil.Run(60*time.Second, e2eutil.SlurmEnv(slurmConf), daemonBin(), "--once", "--config", cfg); r.Err != nil {
 		t.Fatalf("hadar-slurmd --once: %v\n%s", r.Err, r.Stderr)
 	}
 	for id, want := range map[string]string{bad: `AdminComment=hadar: unknown model "nosuchmodel"; released to Slurm's scheduler`,
@@ -384,10 +375,10 @@ func TestUserCommands(t *testing.T) {
 	waitState(t, slurmConf, []string{good}, "RUNNING", 30*time.Second)
 
 	// scancel works for the user.
-	if r := asUser(user, slurmConf, 30*time.Second, "scancel", good); r.Err != nil {
+	if r := asUser(user, slurmConf, 30*time.Second).Run("scancel", good); r.Err != nil {
 		t.Errorf("scancel %s as %s: %v", good, user, r.Err)
 	}
-	if err := waitGone(slurmConf, []string{good}, 30*time.Second); err != nil {
+	if err := e2eutil.WaitGone(slurmConf, []string{good}, 30*time.Second); err != nil {
 		t.Errorf("job %s after scancel: %v", good, err)
 	}
 }

@@ -6,12 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hadar-sched/hadar/internal/e2eutil"
 )
 
 // demoJob is one line of the demo's job lists (hadar.jobs, slurm.jobs,
@@ -44,7 +45,7 @@ var reSummary = regexp.MustCompile(`^SUMMARY jobs=(\d+) completed=(\d+) hadar_ma
 // liveChecks are `hadar status`, `hadar plan` and `hadar explain` run
 // against the live daemon while the demo's phase 1 runs.
 type liveChecks struct {
-	status, plan, explain cmdResult
+	status, plan, explain e2eutil.Result
 	explainID             string
 	skipped               string
 }
@@ -55,10 +56,10 @@ type liveChecks struct {
 func TestWorkload(t *testing.T) {
 	requireE2E(t)
 	requireDemoLayout(t)
-	if err := waitGone(slurmConf, nil, 60*time.Second); err != nil {
+	if err := e2eutil.WaitGone(slurmConf, nil, 60*time.Second); err != nil {
 		t.Fatalf("the cluster is not idle: %v\n%s", err, squeueDump(slurmConf))
 	}
-	dir := workDir(t, "workload")
+	dir := e2eutil.WorkDir(t, "workload")
 	demo := filepath.Join(dir, "demo")
 	env := []string{"HADAR_BIN_DIR=" + binDir, "HADAR_CLUSTER_DIR=" + clusterDir, "HADAR_DEMO_DIR=" + demo,
 		"HADAR_DEMO_KEEP=1", "HADAR_DEMO_TIMEOUT=420"}
@@ -76,7 +77,7 @@ func TestWorkload(t *testing.T) {
 			}
 		}
 		if len(ids) > 0 {
-			run(30*time.Second, slurmConf, nil, "scancel", ids...)
+			e2eutil.Run(30*time.Second, e2eutil.SlurmEnv(slurmConf), "scancel", ids...)
 		}
 	})
 	for _, f := range []string{"hadar.jobs", "untagged.jobs", "slurm.jobs"} {
@@ -94,10 +95,10 @@ func TestWorkload(t *testing.T) {
 	}()
 
 	start := time.Now()
-	res := run(15*time.Minute, slurmConf, env, filepath.Join(repoRoot, "contrib", "demo", "run"))
+	res := e2eutil.Run(15*time.Minute, e2eutil.SlurmEnv(slurmConf, env...), filepath.Join(repoRoot, "contrib", "demo", "run"))
 	close(stop)
 	wg.Wait()
-	figure(t, "demo_seconds", int(time.Since(start).Seconds()))
+	e2eutil.Figure(t, "demo_seconds", int(time.Since(start).Seconds()))
 	_ = os.WriteFile(filepath.Join(dir, "demo.stdout"), []byte(res.Stdout), 0o644)
 	_ = os.WriteFile(filepath.Join(dir, "demo.stderr"), []byte(res.Stderr), 0o644)
 	daemonLog := filepath.Join(demo, "hadar-slurmd.log")
@@ -120,9 +121,9 @@ func TestWorkload(t *testing.T) {
 	completed, _ := strconv.Atoi(m[2])
 	hadarMakespan, _ := strconv.Atoi(m[3])
 	slurmMakespan, _ := strconv.Atoi(m[4])
-	figure(t, "workload_jobs", nJobs)
-	figure(t, "hadar_makespan_s", hadarMakespan)
-	figure(t, "slurm_only_makespan_s", slurmMakespan)
+	e2eutil.Figure(t, "workload_jobs", nJobs)
+	e2eutil.Figure(t, "hadar_makespan_s", hadarMakespan)
+	e2eutil.Figure(t, "slurm_only_makespan_s", slurmMakespan)
 	if !strings.Contains(res.Stdout, "live placements (hadar status)") || !strings.Contains(res.Stdout, "NODE") {
 		t.Errorf("the demo showed no live placements (hadar status) on stdout")
 	}
@@ -149,17 +150,27 @@ func TestWorkload(t *testing.T) {
 		t.Errorf("phase 2 ran %d jobs, phase 1 %d", len(alone), len(tagged))
 	}
 
-	comp := readJobcomp(t, filepath.Join(clusterDir, "log", "jobcomp.log"))
-	_, layout := layoutTypes(t, clusterDir)
+	jobcomp, err := e2eutil.ReadJobcomp(e2eutil.JobcompLog(clusterDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	comp := e2eutil.JobcompByJob(jobcomp)
+	layout, err := e2eutil.ReadLayout(clusterDir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	typeOf := func(node string) string {
-		for ty := range layout[node] {
+		for ty := range layout.GPUs[node] {
 			return ty
 		}
 		return ""
 	}
 	logs := readLog(t, daemonLog)
 	st := openStateDB(t, filepath.Join(demo, "data", "state.db"))
-	dbDecisions := st.decisions(t)
+	dbDecisions, err := st.Decisions()
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// Every tagged job ran where the daemon's last place/migrate decision
 	// put it, and completed.
@@ -169,7 +180,7 @@ func TestWorkload(t *testing.T) {
 			lastLog[l["job"]] = l
 		}
 	}
-	lastDB := map[string]decisionRow{}
+	lastDB := map[string]e2eutil.Decision{}
 	migrated := map[string]bool{}
 	for _, d := range dbDecisions {
 		if d.Kind == "place" || d.Kind == "migrate" {
@@ -213,11 +224,11 @@ func TestWorkload(t *testing.T) {
 			t.Errorf("migrated job %s has %d jobcomp records, want one per run", j.ID, len(recs))
 		}
 	}
-	figure(t, "hadar_jobs_per_type", fmt.Sprint(onType))
+	e2eutil.Figure(t, "hadar_jobs_per_type", fmt.Sprint(onType))
 
 	// A migration happened, and the migrated jobs completed, resuming from
 	// their last progress report.
-	figure(t, "migrations", countKind(dbDecisions, "migrate"))
+	e2eutil.Figure(t, "migrations", countKind(dbDecisions, "migrate"))
 	if len(migrated) == 0 {
 		t.Errorf("no job was migrated (decisions: %d place, %d migrate)", countKind(dbDecisions, "place"), countKind(dbDecisions, "migrate"))
 	}
@@ -236,7 +247,7 @@ func TestWorkload(t *testing.T) {
 			}
 		}
 	}
-	figure(t, "migrated_jobs_resumed_from_progress", fmt.Sprintf("%d/%d", resumed, len(migrated)))
+	e2eutil.Figure(t, "migrated_jobs_resumed_from_progress", fmt.Sprintf("%d/%d", resumed, len(migrated)))
 	if len(migrated) > 0 && resumed == 0 {
 		t.Errorf("no migrated job resumed from its last progress report (toyjob prints resume=STEPS when it restarts)")
 	}
@@ -251,7 +262,11 @@ func TestWorkload(t *testing.T) {
 			t.Errorf("untagged job %s: %d runs, want exactly one COMPLETED: %v", j.ID, len(recs), recs)
 		}
 	}
-	for _, a := range st.actions(t) {
+	actions, err := st.Actions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range actions {
 		for _, id := range strings.Split(a.JobIDs, ",") {
 			if untaggedIDs[id] {
 				t.Errorf("daemon action names untagged job %s: %+v", id, a)
@@ -282,16 +297,20 @@ func TestWorkload(t *testing.T) {
 	}
 
 	// The rounds stayed fast.
+	rounds, err := st.Rounds()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var worst float64
-	for _, r := range st.rounds(t) {
+	for _, r := range rounds {
 		worst = max(worst, r.Observe+r.Solve+r.Enforce)
 	}
-	figure(t, "workload_slowest_round_ms", int(worst*1000))
+	e2eutil.Figure(t, "workload_slowest_round_ms", int(worst*1000))
 
 	checkLive(t, live, tagged, untaggedIDs)
 }
 
-func countKind(ds []decisionRow, kind string) int {
+func countKind(ds []e2eutil.Decision, kind string) int {
 	n := 0
 	for _, d := range ds {
 		if d.Kind == kind {
@@ -299,14 +318,6 @@ func countKind(ds []decisionRow, kind string) int {
 		}
 	}
 	return n
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // runLiveChecks waits until the demo has submitted its tagged jobs and the
@@ -340,7 +351,7 @@ func runLiveChecks(demo string, stop <-chan struct{}) liveChecks {
 	}
 	cfg := filepath.Join(demo, "hadar.toml")
 	// Explain the last job submitted that is still in the queue.
-	if q, err := queue(slurmConf, ids); err == nil {
+	if q, err := e2eutil.Queue(slurmConf, ids); err == nil {
 		for i := len(ids) - 1; i >= 0; i-- {
 			if _, ok := q[ids[i]]; ok {
 				lc.explainID = ids[i]
@@ -348,10 +359,11 @@ func runLiveChecks(demo string, stop <-chan struct{}) liveChecks {
 			}
 		}
 	}
-	lc.status = run(30*time.Second, slurmConf, nil, hadarBin(), "status", "--json")
-	lc.plan = run(30*time.Second, slurmConf, nil, hadarBin(), "plan", "--json", "--config", cfg)
+	env := e2eutil.SlurmEnv(slurmConf)
+	lc.status = e2eutil.Run(30*time.Second, env, hadarBin(), "status", "--json")
+	lc.plan = e2eutil.Run(30*time.Second, env, hadarBin(), "plan", "--json", "--config", cfg)
 	if lc.explainID != "" {
-		lc.explain = run(30*time.Second, slurmConf, nil, hadarBin(), "explain", "--json", "--config", cfg, lc.explainID)
+		lc.explain = e2eutil.Run(30*time.Second, env, hadarBin(), "explain", "--json", "--config", cfg, lc.explainID)
 	}
 	return lc
 }
@@ -419,7 +431,7 @@ func checkLive(t *testing.T, lc liveChecks, tagged []demoJob, untagged map[strin
 				}
 			}
 		}
-		figure(t, "live_plan_decisions", len(plan.Decisions))
+		e2eutil.Figure(t, "live_plan_decisions", len(plan.Decisions))
 	}
 	if lc.explainID == "" {
 		t.Logf("live explain skipped: every job had finished")
@@ -443,7 +455,7 @@ func checkLive(t *testing.T, lc liveChecks, tagged []demoJob, untagged map[strin
 	if err := json.Unmarshal([]byte(lc.explain.Stdout), &ex); err != nil || !ex.Tagged || ex.Model == "" || ex.Summary == "" || ex.Class == "untagged" {
 		t.Errorf("live explain %s: %+v (%v)\n%s", lc.explainID, ex, err, lc.explain.Stdout)
 	}
-	figure(t, "live_explain", fmt.Sprintf("%q", ex.Summary))
+	e2eutil.Figure(t, "live_explain", fmt.Sprintf("%q", ex.Summary))
 }
 
 // TestRoundTime100: with 100 pending tagged jobs (more than the cluster
@@ -452,10 +464,10 @@ func checkLive(t *testing.T, lc liveChecks, tagged []demoJob, untagged map[strin
 func TestRoundTime100(t *testing.T) {
 	requireE2E(t)
 	requireDemoLayout(t)
-	if err := waitGone(slurmConf, nil, 60*time.Second); err != nil {
+	if err := e2eutil.WaitGone(slurmConf, nil, 60*time.Second); err != nil {
 		t.Fatalf("the cluster is not idle: %v\n%s", err, squeueDump(slurmConf))
 	}
-	dir := workDir(t, "round100")
+	dir := e2eutil.WorkDir(t, "round100")
 	cfg := writeConfig(t, dir, "")
 	models := []string{"resnet50-bs64", "resnet18-bs128", "lm-bs20", "transformer-bs16", "a3c", "cyclegan", "recommendation-bs512", "lm-bs5"}
 	var ids []string
@@ -466,7 +478,7 @@ func TestRoundTime100(t *testing.T) {
 			"--comment", fmt.Sprintf("hadar model=%s steps=%d", models[i%len(models)], 1000+i),
 			"--gres", fmt.Sprintf("gpu:%d", []int{1, 2, 4}[i%3]), "--wrap", "sleep 600"))
 	}
-	figure(t, "submit_100_seconds", fmt.Sprintf("%.1f", time.Since(t0).Seconds()))
+	e2eutil.Figure(t, "submit_100_seconds", fmt.Sprintf("%.1f", time.Since(t0).Seconds()))
 	waitState(t, slurmConf, ids, "PENDING", 60*time.Second)
 
 	// The dry run first: plan decides about all 100 and changes nothing.
@@ -480,17 +492,17 @@ func TestRoundTime100(t *testing.T) {
 		} `json:"decisions"`
 	}
 	hadarJSON(t, slurmConf, &plan, "plan", "--json", "--config", cfg)
-	figure(t, "plan_100_observe_ms", plan.ObserveMS)
-	figure(t, "plan_100_solve_ms", plan.SolveMS)
+	e2eutil.Figure(t, "plan_100_observe_ms", plan.ObserveMS)
+	e2eutil.Figure(t, "plan_100_solve_ms", plan.SolveMS)
 	if plan.Tagged != 100 || len(plan.Decisions) != 100 {
 		t.Errorf("plan: %d tagged, %d decisions; want 100 each", plan.Tagged, len(plan.Decisions))
 	}
-	q, err := queue(slurmConf, ids)
+	q, err := e2eutil.Queue(slurmConf, ids)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range ids {
-		if q[id][0] != "PENDING" || q[id][1] != "JobHeldUser" {
+		if q[id].State != "PENDING" || q[id].Reason != "JobHeldUser" {
 			t.Fatalf("after hadar plan, job %s is %v: plan must not change anything", id, q[id])
 		}
 	}
@@ -498,7 +510,7 @@ func TestRoundTime100(t *testing.T) {
 	// Three real rounds, each a fresh hadar-slurmd --once.
 	for i := 1; i <= 3; i++ {
 		t1 := time.Now()
-		r := run(60*time.Second, slurmConf, nil, daemonBin(), "--once", "--config", cfg)
+		r := e2eutil.Run(60*time.Second, e2eutil.SlurmEnv(slurmConf), daemonBin(), "--once", "--config", cfg)
 		wall := time.Since(t1)
 		if r.Err != nil {
 			t.Fatalf("hadar-slurmd --once: %v\n%s", r.Err, r.Stderr)
@@ -509,14 +521,16 @@ func TestRoundTime100(t *testing.T) {
 				round = l
 			}
 		}
-		st := openStateDB(t, filepath.Join(dir, "data", "state.db"))
-		rounds := st.rounds(t)
+		rounds, err := openStateDB(t, filepath.Join(dir, "data", "state.db")).Rounds()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if len(rounds) != i {
 			t.Fatalf("state database has %d rounds after %d runs", len(rounds), i)
 		}
 		rr := rounds[i-1]
 		total := rr.Observe + rr.Solve + rr.Enforce
-		figure(t, fmt.Sprintf("round%d_100_jobs", i), fmt.Sprintf("observe=%.0fms solve=%.1fms enforce=%.0fms total=%.0fms placed=%d process_wall=%.0fms log=%q",
+		e2eutil.Figure(t, fmt.Sprintf("round%d_100_jobs", i), fmt.Sprintf("observe=%.0fms solve=%.1fms enforce=%.0fms total=%.0fms placed=%d process_wall=%.0fms log=%q",
 			rr.Observe*1000, rr.Solve*1000, rr.Enforce*1000, total*1000, rr.Placed, wall.Seconds()*1000,
 			fmt.Sprintf("observe=%s solve=%s enforce=%s", round["observe"], round["solve"], round["enforce"])))
 		if rr.Tagged < 90 || rr.Error != "" {
@@ -531,30 +545,20 @@ func TestRoundTime100(t *testing.T) {
 		time.Sleep(2 * time.Second)
 	}
 	// It placed what fits and left the rest held.
-	q, err = queue(slurmConf, ids)
+	q, err = e2eutil.Queue(slurmConf, ids)
 	if err != nil {
 		t.Fatal(err)
 	}
 	held, gpus := 0, 0
 	for i, id := range ids {
-		if q[id][1] == "JobHeldUser" || q[id][1] == "JobHeldAdmin" {
+		if q[id].Reason == "JobHeldUser" || q[id].Reason == "JobHeldAdmin" {
 			held++
 		} else {
 			gpus += []int{1, 2, 4}[i%3]
 		}
 	}
-	figure(t, "round100_released_gpus", gpus)
+	e2eutil.Figure(t, "round100_released_gpus", gpus)
 	if held < 80 || gpus > 20 || gpus == 0 {
 		t.Errorf("after three rounds: %d still held, %d GPUs released; want most held and at most the cluster's 20 GPUs released", held, gpus)
 	}
-}
-
-// sortedKeys returns m's keys, sorted.
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -1,27 +1,26 @@
 package hadare
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
+	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hadar-sched/hadar/internal/e2eutil"
 )
 
 const (
 	model    = "lm-bs20" // v100 64.7, p100 58.2, k80 17.1 steps/s on one GPU
 	steps    = 3000
-	jobUser  = "hadartest"
+	jobUser  = e2eutil.TestUser
 	roundLen = 8 * time.Second
 )
 
@@ -32,7 +31,7 @@ type env struct {
 }
 
 func TestCopies(t *testing.T) {
-	if os.Getenv("HADAR_E2E") != "1" {
+	if !e2eutil.Enabled() {
 		t.Skip("end-to-end test: set HADAR_E2E=1 (needs root, Slurm, python3-torch, python3-sklearn)")
 	}
 	if os.Geteuid() != 0 {
@@ -68,7 +67,11 @@ func TestCopies(t *testing.T) {
 	if n := len(b.nodes()); n != 4 {
 		t.Errorf("(b) ran on %d nodes (%v), want 4", n, b.nodes())
 	}
-	if types := b.gpuTypes(e); len(types) < 3 {
+	layout, err := e2eutil.ReadLayout(e.clusterDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if types := b.gpuTypes(layout); len(types) < 3 {
 		t.Errorf("(b) ran on GPU types %v, want v100, p100 and k80", types)
 	}
 	for _, r := range []*run{b, c} {
@@ -93,58 +96,41 @@ func TestCopies(t *testing.T) {
 
 func setup(t *testing.T) *env {
 	t.Helper()
-	wd, err := os.Getwd()
+	root, err := e2eutil.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{root: filepath.Dir(filepath.Dir(wd))}
+	e := &env{root: root}
 	e.bin = binaries(t, e.root)
 	e.python = findPython(t)
-	ensureUser(t)
-
-	work, err := os.MkdirTemp("", "hadar-e2e-hadare-")
-	if err != nil {
+	if err := e2eutil.EnsureUser(jobUser); err != nil {
 		t.Fatal(err)
 	}
+
+	work := e2eutil.WorkDir(t, "hadare")
 	e.work, e.spool = work, filepath.Join(work, "spool")
 	for _, d := range []string{"data", "out"} {
 		if err := os.MkdirAll(filepath.Join(work, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	must(os.Chmod(work, 0o755))
 	must(os.Chmod(filepath.Join(work, "out"), 0o1777))
-	t.Cleanup(func() {
-		if t.Failed() || os.Getenv("HADAR_E2E_KEEP") == "1" {
-			t.Logf("work directory kept: %s", work)
-			return
-		}
-		os.RemoveAll(work)
-	})
 
 	// Our own cluster: its own state dir and ports.
-	e.clusterDir = envOr("HADAR_E2E_HADARE_DIR", "/tmp/hadar-hadare-tc")
-	clusterEnv := []string{"HADAR_CLUSTER_DIR=" + e.clusterDir, "HADAR_CLUSTER_PORT=" + envOr("HADAR_E2E_HADARE_PORT", "22000"),
-		"HADAR_CLUSTER_LAYOUT=demo"}
-	out, err := command(2*time.Minute, clusterEnv, filepath.Join(e.root, "contrib/testcluster/up"))
-	if err != nil {
-		t.Fatalf("test cluster up: %v\n%s", err, out)
-	}
+	cluster := e2eutil.TestCluster{Repo: e.root, Layout: "demo",
+		Dir: e2eutil.EnvOr("HADAR_E2E_HADARE_DIR", "/tmp/hadar-hadare-tc"), Port: e2eutil.EnvOr("HADAR_E2E_HADARE_PORT", "22000")}
+	e.clusterDir = cluster.Dir
+	e.conf, _, err = cluster.Up(2 * time.Minute)
 	t.Cleanup(func() {
-		if out, err := command(time.Minute, clusterEnv, filepath.Join(e.root, "contrib/testcluster/down")); err != nil {
-			t.Logf("test cluster down: %v\n%s", err, out)
+		if err := cluster.Down(time.Minute); err != nil {
+			t.Logf("%v", err)
 		}
 	})
-	for _, l := range strings.Split(out, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "export SLURM_CONF="); ok {
-			e.conf = v
-		}
+	if err != nil {
+		t.Fatal(err)
 	}
-	if e.conf == "" {
-		t.Fatalf("up printed no SLURM_CONF:\n%s", out)
-	}
-	if want, _ := os.ReadFile(filepath.Join(e.root, "contrib/testcluster/layouts/demo.layout")); !bytes.Equal(want, readFile(filepath.Join(e.clusterDir, "layout"))) {
-		t.Fatalf("the cluster in %s is not of the demo layout: stop it with contrib/testcluster/down", e.clusterDir)
+	if err := e2eutil.CheckLayout(e.root, e.clusterDir, "demo"); err != nil {
+		t.Fatalf("%v: stop it with contrib/testcluster/down", err)
 	}
 
 	// hadar-slurmd with the hadare policy and short rounds.
@@ -226,33 +212,26 @@ func (e *env) runJob(t *testing.T, name string, extra []string, during func(*tes
 	if len(extra) > 0 {
 		output = "%A_%a.out"
 	}
-	args := append([]string{"--parsable", "--chdir", filepath.Join(e.clusterDir, "jobs"), "--gres=gpu:1", "-J", "digits-" + name,
+	args := append([]string{"--chdir", filepath.Join(e.clusterDir, "jobs"), "--gres=gpu:1", "-J", "digits-" + name,
 		"--comment=" + tag, "-o", filepath.Join(e.work, "out", output)}, extra...)
 	args = append(args, "--wrap", e.python+" "+filepath.Join(e.root, "contrib/examples/hadare/train_digits.py"))
 	start := time.Now()
-	out, err := e.asUser(30*time.Second, "sbatch", args...)
+	id, err := e.asUser(30 * time.Second).Sbatch(args...)
 	if err != nil {
-		t.Fatalf("(%s) sbatch: %v\n%s", name, err, out)
+		t.Fatalf("(%s) sbatch: %v", name, err)
 	}
-	r := &run{name: name, id: strings.TrimSpace(strings.Split(out, ";")[0])}
-	if _, err := strconv.Atoi(r.id); err != nil {
-		t.Fatalf("(%s) sbatch printed %q", name, out)
-	}
+	r := &run{name: name, id: id}
 	t.Logf("(%s) job %s: %s", name, r.id, tag)
-	t.Cleanup(func() { _, _ = command(30*time.Second, []string{"SLURM_CONF=" + e.conf}, "scancel", r.id) })
+	t.Cleanup(func() { e2eutil.Run(30*time.Second, e2eutil.SlurmEnv(e.conf), "scancel", r.id) })
 	stop := make(chan struct{})
 	watched := make(chan error, 1)
 	go func() { watched <- e.watch(r, stop) }()
 	if during != nil {
 		during(t, r)
 	}
-	deadline := time.Now().Add(4 * time.Minute)
-	for e.queued(r.id) {
-		if time.Now().After(deadline) {
-			close(stop)
-			t.Fatalf("(%s) job %s still queued after 4 minutes:\n%s", name, r.id, e.squeue(r.id))
-		}
-		time.Sleep(250 * time.Millisecond)
+	if !e2eutil.WaitEvery(4*time.Minute, 250*time.Millisecond, func() bool { return !e.queued(r.id) }) {
+		close(stop)
+		t.Fatalf("(%s) job %s still queued after 4 minutes:\n%s", name, r.id, e.squeue(r.id))
 	}
 	r.wall = time.Since(start)
 	close(stop)
@@ -286,8 +265,8 @@ func (e *env) failures(t *testing.T, r *run) {
 	if victim == "" {
 		t.Fatalf("(c) no copy on node2:\n%s", e.squeue(r.id))
 	}
-	if out, err := e.asUser(30*time.Second, "scancel", victim); err != nil {
-		t.Fatalf("scancel %s: %v %s", victim, err, out)
+	if r := e.asUser(30*time.Second).Run("scancel", victim); r.Err != nil {
+		t.Fatalf("scancel %s: %v", victim, r.Err)
 	}
 	figure(t, "c_cancelled", victim)
 	waitFor(t, 90*time.Second, "round 2", func() bool { return exists(filepath.Join(sync, "round-2", "plan.json")) })
@@ -371,24 +350,15 @@ func (r *run) nodes() []string {
 	return out
 }
 
-func (r *run) gpuTypes(e *env) []string {
+// gpuTypes returns the GPU types of the nodes the job's tasks ran on.
+func (r *run) gpuTypes(layout e2eutil.Layout) []string {
 	types := map[string]bool{}
-	for _, l := range strings.Split(string(readFile(filepath.Join(e.clusterDir, "layout"))), "\n") {
-		f := strings.Fields(l)
-		if len(f) >= 2 && !strings.HasPrefix(f[0], "#") {
-			for _, n := range r.nodes() {
-				if n == f[0] {
-					types[f[1]] = true
-				}
-			}
+	for _, n := range r.nodes() {
+		for ty := range layout.GPUs[n] {
+			types[ty] = true
 		}
 	}
-	var out []string
-	for t := range types {
-		out = append(out, t)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(types))
 }
 
 // overlapOnNode checks, from Slurm's records, that no two runs of the
@@ -405,18 +375,12 @@ func (r *run) overlapOnNode() error {
 	return nil
 }
 
-// jobcomp reads the cluster's finished-job records of job or array id.
+// jobcomp reads the cluster's finished-job records of job or array id
+// (none before Slurm has written its log).
 func (e *env) jobcomp(id string) []record {
 	var out []record
-	sc := bufio.NewScanner(bytes.NewReader(readFile(filepath.Join(e.clusterDir, "log", "jobcomp.log"))))
-	sc.Buffer(make([]byte, 1<<16), 1<<20)
-	for sc.Scan() {
-		kv := map[string]string{}
-		for _, w := range strings.Fields(sc.Text()) {
-			if k, v, ok := strings.Cut(w, "="); ok {
-				kv[k] = v
-			}
-		}
+	recs, _ := e2eutil.ReadJobcomp(e2eutil.JobcompLog(e.clusterDir))
+	for _, kv := range recs {
 		task := ""
 		switch {
 		case kv["ArrayJobId"] == id:
@@ -437,10 +401,10 @@ func (e *env) jobcomp(id string) []record {
 
 func (e *env) queued(id string) bool { return strings.TrimSpace(e.squeue(id)) != "" }
 
-// squeue lists the job's tasks: "TASK STATE NODE" lines.
+// squeue lists the job's tasks: "TASK STATE NODE" lines (and squeue's
+// complaint, if any).
 func (e *env) squeue(id string) string {
-	out, _ := command(30*time.Second, []string{"SLURM_CONF=" + e.conf}, "squeue", "-h", "-r", "-j", id, "-o", "%K %T %N")
-	return out
+	return e2eutil.Run(30*time.Second, e2eutil.SlurmEnv(e.conf), "squeue", "-h", "-r", "-j", id, "-o", "%K %T %N").Output()
 }
 
 func (e *env) outputs(id string) string {
@@ -452,9 +416,10 @@ func (e *env) outputs(id string) string {
 	return b.String()
 }
 
-func (e *env) asUser(timeout time.Duration, name string, args ...string) (string, error) {
-	argv := append([]string{"-u", jobUser, "--", "env"}, e.userEnv...)
-	return command(timeout, nil, "runuser", append(append(argv, name), args...)...)
+// asUser runs commands as the unprivileged user, with the environment of
+// the jobs.
+func (e *env) asUser(timeout time.Duration) e2eutil.Cmd {
+	return e2eutil.Cmd{Timeout: timeout, User: jobUser, UserEnv: e.userEnv}
 }
 
 // binaries returns the directory of hadar and hadar-slurmd: HADAR_BIN_DIR,
@@ -464,23 +429,17 @@ func binaries(t *testing.T, root string) string {
 	dir := os.Getenv("HADAR_BIN_DIR")
 	if dir == "" {
 		dir = filepath.Join(root, "bin")
-		if exists(filepath.Join(dir, "hadar")) && exists(filepath.Join(dir, "hadar-slurmd")) {
+		if e2eutil.FindBinaries(dir) == nil {
 			return dir
 		}
 		dir = t.TempDir()
 		must(os.Chmod(dir, 0o755))
-		for _, p := range []string{"hadar", "hadar-slurmd"} {
-			cmd := exec.Command("go", "build", "-o", filepath.Join(dir, p), "./cmd/"+p)
-			cmd.Dir = root
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("go build %s: %v\n%s", p, err, out)
-			}
+		if err := e2eutil.BuildBinaries(root, dir); err != nil {
+			t.Fatal(err)
 		}
 	}
-	for _, p := range []string{"hadar", "hadar-slurmd"} {
-		if !exists(filepath.Join(dir, p)) {
-			t.Fatalf("%s not found in %s", p, dir)
-		}
+	if err := e2eutil.FindBinaries(dir); err != nil {
+		t.Fatalf("in %s: %v", dir, err)
 	}
 	return dir
 }
@@ -497,7 +456,7 @@ func findPython(t *testing.T) string {
 		if p == "" {
 			continue
 		}
-		if _, err := command(2*time.Minute, nil, p, "-c", "import torch, sklearn.datasets"); err == nil {
+		if r := e2eutil.Run(2*time.Minute, nil, p, "-c", "import torch, sklearn.datasets"); r.Err == nil {
 			return p
 		}
 	}
@@ -505,42 +464,20 @@ func findPython(t *testing.T) string {
 	return ""
 }
 
-func ensureUser(t *testing.T) {
-	t.Helper()
-	if _, err := user.Lookup(jobUser); err == nil {
-		return
-	}
-	if out, err := command(time.Minute, nil, "useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", jobUser); err != nil {
-		t.Fatalf("useradd %s: %v %s", jobUser, err, out)
-	}
-}
-
-func command(timeout time.Duration, env []string, name string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = append(os.Environ(), env...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
-	return out.String(), err
-}
-
+// waitFor waits for cond (checked every 200 ms) and ends the test if it
+// does not hold within timeout.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(200 * time.Millisecond)
+	if !e2eutil.WaitFor(timeout, cond) {
+		t.Fatalf("timed out after %s waiting for %s", timeout, what)
 	}
 }
 
+// figure logs a measured figure, and prints it so that it shows without
+// go test -v too.
 func figure(t *testing.T, name string, v any) {
 	t.Helper()
-	t.Logf("E2E %s=%v", name, v)
+	e2eutil.Figure(t, name, v)
 	fmt.Printf("E2E %s=%v\n", name, v)
 }
 
@@ -552,13 +489,6 @@ func readFile(p string) []byte {
 func exists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }
 
 func must(err error) {

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/mattn/go-sqlite3" // TestStateDatabaseLost checkpoints the database itself
+
+	"github.com/hadar-sched/hadar/internal/e2eutil"
 	"github.com/hadar-sched/hadar/slurm"
 )
 
@@ -26,10 +29,10 @@ func checkNoDoubleActions(t *testing.T, d *daemon, ids []string) {
 	}
 	armed := map[string]bool{}
 	for _, a := range d.actions() {
-		if !a.done() {
+		if !a.Done() {
 			continue
 		}
-		for _, id := range jobIDsOf(a) {
+		for _, id := range a.Jobs() {
 			if !want[id] {
 				continue
 			}
@@ -76,12 +79,12 @@ func TestKill9Restarts(t *testing.T) {
 	for k := range 10 {
 		dead := func() bool { ok, _ := d.alive(); return !ok }
 		if armed {
-			if !waitFor(12*time.Second, dead) {
+			if !e2eutil.WaitFor(12*time.Second, dead) {
 				os.Remove(filepath.Join(d.shims, "rules", "kill-before.scontrol.release"))
 				os.Remove(filepath.Join(d.shims, "rules", "kill-after.scontrol.release"))
 			}
 		} else {
-			waitFor(time.Duration(1000+rng.IntN(3000))*time.Millisecond, dead)
+			e2eutil.WaitFor(time.Duration(1000+rng.IntN(3000))*time.Millisecond, dead)
 		}
 		kind := "random"
 		if !dead() {
@@ -170,8 +173,8 @@ func TestKill9Restarts(t *testing.T) {
 	}
 	migr := 0
 	for _, a := range d.actions() {
-		if a.Kind == "requeuehold" && a.done() {
-			migr += len(jobIDsOf(a))
+		if a.Kind == "requeuehold" && a.Done() {
+			migr += len(a.Jobs())
 		}
 	}
 	totalRel := 0
@@ -206,7 +209,7 @@ func TestControllerOutage(t *testing.T) {
 	for i := range 4 {
 		ids = append(ids, tc.submit(tagged(t, sleepModels[i], 1, 10)))
 	}
-	if !waitFor(60*time.Second, func() bool { return d.ruleGone("stop-ctld.scontrol") }) {
+	if !e2eutil.WaitFor(60*time.Second, func() bool { return d.ruleGone("stop-ctld.scontrol") }) {
 		t.Fatal("the daemon placed no job within 60 s")
 	}
 	stopped := time.Now()
@@ -278,7 +281,7 @@ func TestNodeDownAndDrain(t *testing.T) {
 	}
 	d.start()
 	var onNode map[string][]string
-	if !waitFor(30*time.Second, func() bool {
+	if !e2eutil.WaitFor(30*time.Second, func() bool {
 		onNode = map[string][]string{}
 		running := 0
 		for _, j := range queue(t) {
@@ -315,7 +318,7 @@ func TestNodeDownAndDrain(t *testing.T) {
 
 	// The victims run again elsewhere.
 	var replaced time.Duration
-	if !waitFor(90*time.Second, func() bool {
+	if !e2eutil.WaitFor(90*time.Second, func() bool {
 		q := byID(queue(t))
 		for _, id := range victims {
 			j, ok := q[id]
@@ -427,7 +430,7 @@ func TestScontrolFailsForOneJob(t *testing.T) {
 		return victim, ids
 	}
 	check := func(pattern, victim string, ids []string) {
-		if !waitFor(30*time.Second, func() bool { return d.ruleGone("fail-once.scontrol") }) {
+		if !e2eutil.WaitFor(30*time.Second, func() bool { return d.ruleGone("fail-once.scontrol") }) {
 			t.Fatalf("%s: the fault was never triggered", pattern)
 		}
 		waitDone(t, ids, 90*time.Second)
@@ -436,11 +439,11 @@ func TestScontrolFailsForOneJob(t *testing.T) {
 		relRound := map[string]int64{}
 		failRound := int64(-1)
 		for _, a := range d.actions() {
-			for _, id := range jobIDsOf(a) {
+			for _, id := range a.Jobs() {
 				if id == victim && a.Result == "error" && failRound < 0 {
 					failRound = a.Round
 				}
-				if a.Kind == "release" && a.done() {
+				if a.Kind == "release" && a.Done() {
 					if _, ok := relRound[id]; !ok {
 						relRound[id] = a.Round
 					}
@@ -577,7 +580,7 @@ func TestFailOpenOnStop(t *testing.T) {
 	}
 	d.start()
 	var held int
-	if !waitFor(30*time.Second, func() bool {
+	if !e2eutil.WaitFor(30*time.Second, func() bool {
 		held = 0
 		running := 0
 		for _, j := range queue(t) {
@@ -595,7 +598,7 @@ func TestFailOpenOnStop(t *testing.T) {
 	sent := time.Now()
 	d.signal(15)
 	var allReleased time.Duration
-	waitFor(10*time.Second, func() bool {
+	e2eutil.WaitFor(10*time.Second, func() bool {
 		for _, j := range queue(t) {
 			if isHeld(j) {
 				return false
@@ -634,9 +637,8 @@ func TestFailOpenOnStop(t *testing.T) {
 			}
 		}
 	}
-	out, err := run(filepath.Join(binDir, "hadar-slurmd"), "--config", d.cfgPath, "--release-all")
-	if err != nil {
-		t.Fatalf("--release-all: %v %s", err, out)
+	if r := e2eutil.Run(0, nil, filepath.Join(binDir, "hadar-slurmd"), "--config", d.cfgPath, "--release-all"); r.Err != nil {
+		t.Fatalf("--release-all: %v %s", r.Err, r.Stdout)
 	}
 	ids = append(ids, late...)
 	waitDone(t, ids, 120*time.Second)

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hadar-sched/hadar/internal/e2eutil"
 )
 
 // listeningAddrs returns the local addresses of the TCP sockets pid listens on.
@@ -89,9 +91,9 @@ func TestFilesAndEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(bad, 0o666)
-	out, err := run(filepath.Join(binDir, "hadar-slurmd"), "--config", bad, "--once", "--dry-run")
-	if err == nil || !strings.Contains(err.Error(), "exit status 2") || !strings.Contains(err.Error(), "writable by every user") {
-		t.Errorf("world-writable config: %v %s", err, out)
+	r := e2eutil.Run(0, nil, filepath.Join(binDir, "hadar-slurmd"), "--config", bad, "--once", "--dry-run")
+	if r.Err == nil || !strings.Contains(r.Err.Error(), "exit status 2") || !strings.Contains(r.Err.Error(), "writable by every user") {
+		t.Errorf("world-writable config: %v %s", r.Err, r.Stdout)
 	}
 	if _, err := os.Stat(filepath.Join(d.dir, "data")); err == nil {
 		t.Error("the refused config still created the data dir")
@@ -121,7 +123,7 @@ func TestFilesAndEndpoints(t *testing.T) {
 
 	// Metrics: loopback only by default.
 	var addrs []string
-	waitFor(10*time.Second, func() bool {
+	e2eutil.WaitFor(10*time.Second, func() bool {
 		d.mu.Lock()
 		pid := d.cmd.Process.Pid
 		d.mu.Unlock()

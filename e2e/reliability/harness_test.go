@@ -2,16 +2,15 @@ package reliability
 
 import (
 	"bufio"
-	"bytes"
-	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,8 +19,7 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/mattn/go-sqlite3"
-
+	"github.com/hadar-sched/hadar/internal/e2eutil"
 	"github.com/hadar-sched/hadar/slurm"
 )
 
@@ -32,10 +30,11 @@ var (
 	repoRoot   string
 	binDir     string // built hadar and hadar-slurmd
 	artifacts  string // logs and databases of every test; kept on failure
+	cluster    e2eutil.TestCluster
 	clusterDir string
 	slurmConf  string
 	jobsDir    string
-	testUser   = "hadartest"
+	testUser   = e2eutil.TestUser
 )
 
 func TestMain(m *testing.M) {
@@ -43,7 +42,7 @@ func TestMain(m *testing.M) {
 }
 
 func mainRun(m *testing.M) int {
-	if os.Getenv("HADAR_E2E") != "1" {
+	if !e2eutil.Enabled() {
 		return m.Run() // every test skips
 	}
 	enabled = true
@@ -62,11 +61,10 @@ func setup() error {
 	if os.Geteuid() != 0 {
 		return errors.New("the reliability tests need root (they start a test cluster and submit as another user)")
 	}
-	wd, err := os.Getwd()
-	if err != nil {
+	var err error
+	if repoRoot, err = e2eutil.RepoRoot(); err != nil {
 		return err
 	}
-	repoRoot = filepath.Clean(filepath.Join(wd, "..", ".."))
 	artifacts, err = os.MkdirTemp("", "hadar-rel-")
 	if err != nil {
 		return err
@@ -75,45 +73,30 @@ func setup() error {
 		return err
 	}
 	binDir = filepath.Join(artifacts, "bin")
-	for _, c := range []string{"hadar", "hadar-slurmd"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, c), "./cmd/"+c)
-		cmd.Dir = repoRoot
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build %s: %v\n%s", c, err, out)
-		}
+	if err := e2eutil.BuildBinaries(repoRoot, binDir); err != nil {
+		return err
 	}
-	if _, err := exec.Command("id", "-u", testUser).Output(); err != nil {
-		if out, err := exec.Command("useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", testUser).CombinedOutput(); err != nil {
-			return fmt.Errorf("useradd %s: %v %s", testUser, err, out)
-		}
+	if err := e2eutil.EnsureUser(testUser); err != nil {
+		return err
 	}
-	clusterDir = envOr("HADAR_REL_CLUSTER_DIR", "/tmp/hadar-rel-tc")
-	cmd := exec.Command(filepath.Join(repoRoot, "contrib", "testcluster", "up"))
-	cmd.Env = append(os.Environ(), "HADAR_CLUSTER_DIR="+clusterDir,
-		"HADAR_CLUSTER_PORT="+envOr("HADAR_REL_CLUSTER_PORT", "21000"), "HADAR_CLUSTER_LAYOUT=demo")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	cluster = e2eutil.TestCluster{Repo: repoRoot, Layout: "demo",
+		Dir: e2eutil.EnvOr("HADAR_REL_CLUSTER_DIR", "/tmp/hadar-rel-tc"), Port: e2eutil.EnvOr("HADAR_REL_CLUSTER_PORT", "21000")}
+	clusterDir = cluster.Dir
+	conf, upLog, err := cluster.Up(0)
 	if err != nil {
-		return fmt.Errorf("testcluster up: %v\n%s", err, stderr.String())
+		return err
 	}
-	line := strings.TrimSpace(string(out))
-	if !strings.HasPrefix(line, "export SLURM_CONF=") {
-		return fmt.Errorf("testcluster up printed %q", line)
-	}
-	slurmConf = strings.TrimPrefix(line, "export SLURM_CONF=")
+	slurmConf = conf
 	os.Setenv("SLURM_CONF", slurmConf)
 	jobsDir = filepath.Join(clusterDir, "jobs")
-	fmt.Printf("reliability: cluster %s (%s), artifacts %s\n", clusterDir, strings.TrimSpace(stderr.String()), artifacts)
+	fmt.Printf("reliability: cluster %s (%s), artifacts %s\n", clusterDir, strings.TrimSpace(upLog), artifacts)
 	return nil
 }
 
 func teardown(code int) {
 	if clusterDir != "" && os.Getenv("HADAR_REL_KEEP") != "1" {
-		cmd := exec.Command(filepath.Join(repoRoot, "contrib", "testcluster", "down"))
-		cmd.Env = append(os.Environ(), "HADAR_CLUSTER_DIR="+clusterDir)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Printf("reliability: testcluster down: %v\n%s", err, out)
+		if err := cluster.Down(0); err != nil {
+			fmt.Printf("reliability: %v\n", err)
 		}
 	}
 	if artifacts == "" {
@@ -124,13 +107,6 @@ func teardown(code int) {
 		return
 	}
 	os.RemoveAll(artifacts)
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }
 
 // need skips the test unless HADAR_E2E=1 and fails it if setup failed.
@@ -146,7 +122,7 @@ func need(t *testing.T) *tcase {
 	if err := os.MkdirAll(tc.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	waitQueueEmpty(t, 60*time.Second)
+	waitQueueEmpty(t)
 	t.Cleanup(tc.cleanup)
 	return tc
 }
@@ -205,12 +181,10 @@ func (tc *tcase) cleanup() {
 	for i := len(undo) - 1; i >= 0; i-- {
 		undo[i]()
 	}
-	for len(ids) > 0 {
-		n := min(len(ids), 200)
-		exec.Command("scancel", ids[:n]...).Run()
-		ids = ids[n:]
+	for chunk := range slices.Chunk(ids, 200) {
+		e2eutil.Run(0, nil, "scancel", chunk...)
 	}
-	waitQueueEmpty(tc.t, 60*time.Second)
+	waitQueueEmpty(tc.t)
 }
 
 // onCleanup runs f when the test ends (before its jobs are cancelled).
@@ -253,7 +227,7 @@ func sbatch(j job) (string, error) {
 	if chdir == "" {
 		chdir = jobsDir
 	}
-	args := []string{"--parsable", "--chdir=" + chdir, "-o", "/dev/null", "-e", "/dev/null"}
+	args := []string{"--chdir=" + chdir, "-o", "/dev/null", "-e", "/dev/null"}
 	if j.Name != "" {
 		args = append(args, "--job-name="+j.Name)
 	}
@@ -270,64 +244,40 @@ func sbatch(j job) (string, error) {
 	} else {
 		args = append(args, "--wrap", fmt.Sprintf("sleep %.1f", j.Seconds))
 	}
-	var cmd *exec.Cmd
+	c := e2eutil.Cmd{Dir: jobsDir, Env: j.Env}
 	if j.User != "" {
-		cmd = exec.Command("runuser", append([]string{"-u", j.User, "--", "env", "SLURM_CONF=" + slurmConf, "sbatch"}, args...)...)
-	} else {
-		cmd = exec.Command("sbatch", args...)
+		c.User, c.UserEnv = j.User, []string{"SLURM_CONF=" + slurmConf}
 	}
-	cmd.Dir = jobsDir
-	cmd.Env = append(os.Environ(), j.Env...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("sbatch %q: %v: %s", args, err, stderr.String())
-	}
-	id := strings.TrimSpace(string(out))
-	id, _, _ = strings.Cut(id, ";")
-	if _, err := strconv.Atoi(id); err != nil {
-		return "", fmt.Errorf("sbatch printed %q", out)
-	}
-	return id, nil
+	return c.Sbatch(args...)
+}
+
+// asTestUser runs commands as the unprivileged test user on the cluster.
+func asTestUser() e2eutil.Cmd {
+	return e2eutil.Cmd{User: testUser, UserEnv: []string{"SLURM_CONF=" + slurmConf}}
 }
 
 // ---------------------------------------------------------------- Slurm reads
 
-// run runs a command and returns its stdout; stderr goes into the error.
-func run(name string, args ...string) (string, error) {
-	cmd := exec.Command(name, args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return string(out), fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return string(out), nil
-}
-
+// mustRun runs a command that has to succeed (no time limit) and returns
+// its stdout.
 func mustRun(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	out, err := run(name, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return e2eutil.Run(0, nil, name, args...).Must(t)
 }
 
 // queue lists the queue with hadar's own squeue command and parser.
 func queue(t *testing.T) []slurm.Job {
 	t.Helper()
 	for try := 0; ; try++ {
-		out, err := run(slurm.JobQueryArgs[0], slurm.JobQueryArgs[1:]...)
-		if err != nil {
+		r := e2eutil.Run(0, nil, slurm.JobQueryArgs[0], slurm.JobQueryArgs[1:]...)
+		if r.Err != nil {
 			if try < 30 {
 				time.Sleep(time.Second) // slurmctld restarting
 				continue
 			}
-			t.Fatal(err)
+			t.Fatal(r.Err)
 		}
-		jobs, errs := slurm.ParseJobs(strings.NewReader(out))
+		jobs, errs := slurm.ParseJobs(strings.NewReader(r.Stdout))
 		if len(errs) > 0 {
 			t.Errorf("parsing squeue: %v", errs)
 		}
@@ -338,10 +288,7 @@ func queue(t *testing.T) []slurm.Job {
 // nodes lists the nodes with hadar's own node query and parser.
 func nodes(t *testing.T) []slurm.Node {
 	t.Helper()
-	out, err := run(slurm.NodeQueryArgs[0], slurm.NodeQueryArgs[1:]...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := mustRun(t, slurm.NodeQueryArgs[0], slurm.NodeQueryArgs[1:]...)
 	ns, errs := slurm.ParseNodes(strings.NewReader(out))
 	if len(errs) > 0 {
 		t.Errorf("parsing nodes: %v", errs)
@@ -374,15 +321,13 @@ func gpus(j slurm.Job) int {
 func finalStates(t *testing.T, ids []string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	for len(ids) > 0 {
-		n := min(len(ids), 200)
-		s := mustRun(t, "squeue", "-h", "-t", "all", "-j", strings.Join(ids[:n], ","), "-o", "%A|%T")
+	for chunk := range slices.Chunk(ids, 200) {
+		s := mustRun(t, "squeue", "-h", "-t", "all", "-j", strings.Join(chunk, ","), "-o", "%A|%T")
 		for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
 			if id, st, ok := strings.Cut(line, "|"); ok {
 				out[id] = st
 			}
 		}
-		ids = ids[n:]
 	}
 	return out
 }
@@ -395,9 +340,10 @@ func waitDone(t *testing.T, ids []string, timeout time.Duration) time.Duration {
 	for _, id := range ids {
 		want[id] = true
 	}
-	for {
-		left := 0
-		var sample []string
+	left := 0
+	var sample []string
+	if !e2eutil.WaitEvery(timeout, 500*time.Millisecond, func() bool {
+		left, sample = 0, nil
 		for _, j := range queue(t) {
 			if want[j.ID()] || want[j.JobID] {
 				left++
@@ -406,43 +352,19 @@ func waitDone(t *testing.T, ids []string, timeout time.Duration) time.Duration {
 				}
 			}
 		}
-		if left == 0 {
-			return time.Since(start)
-		}
-		if time.Since(start) > timeout {
-			t.Fatalf("%d of %d jobs still queued after %s: %s", left, len(ids), timeout, strings.Join(sample, " "))
-		}
-		time.Sleep(500 * time.Millisecond)
+		return left == 0
+	}) {
+		t.Fatalf("%d of %d jobs still queued after %s: %s", left, len(ids), timeout, strings.Join(sample, " "))
 	}
+	return time.Since(start)
 }
 
-func waitQueueEmpty(t *testing.T, timeout time.Duration) {
+// waitQueueEmpty waits up to a minute for the cluster to be idle, so that
+// a test starts (and leaves) it without jobs.
+func waitQueueEmpty(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		out, err := run("squeue", "-h", "-o", "%A")
-		if err == nil && strings.TrimSpace(out) == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("queue not empty after %s: %s %v", timeout, strings.Join(strings.Fields(out), ","), err)
-			return
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}
-
-// waitFor polls cond every 200 ms until it holds or timeout passes.
-func waitFor(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(200 * time.Millisecond)
+	if err := e2eutil.WaitGone("", nil, 60*time.Second); err != nil {
+		t.Errorf("queue not empty: %v", err)
 	}
 }
 
@@ -470,16 +392,13 @@ func assertAllCompleted(t *testing.T, ids []string) {
 // Only jobs with plain names are read reliably (the log is not escaped).
 func jobcompRecords(t *testing.T) map[string][]string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(clusterDir, "log", "jobcomp.log"))
-	if err != nil && !os.IsNotExist(err) {
+	recs, err := e2eutil.ReadJobcomp(e2eutil.JobcompLog(clusterDir))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		t.Fatal(err)
 	}
-	re := regexp.MustCompile(`^JobId=(\d+) .* JobState=([A-Z_]+) Partition=`)
 	out := map[string][]string{}
-	for _, line := range strings.Split(string(b), "\n") {
-		if m := re.FindStringSubmatch(line); m != nil {
-			out[m[1]] = append(out[m[1]], m[2])
-		}
+	for _, r := range recs {
+		out[r["JobId"]] = append(out[r["JobId"]], r["JobState"])
 	}
 	return out
 }
@@ -920,7 +839,7 @@ func (d *daemon) rounds() []logEntry {
 // waitRounds waits until n more rounds than already logged have finished.
 func (d *daemon) waitRounds(n int, timeout time.Duration) bool {
 	have := len(d.rounds())
-	return waitFor(timeout, func() bool { return len(d.rounds()) >= have+n })
+	return e2eutil.WaitFor(timeout, func() bool { return len(d.rounds()) >= have+n })
 }
 
 // assertHealthyLog checks the daemon never panicked and wrote only log
@@ -937,41 +856,26 @@ func (d *daemon) assertHealthyLog() {
 	}
 }
 
-// stateDB opens the daemon's state database read-only.
-func (d *daemon) stateDB() *sql.DB {
+// stateDB opens the daemon's state database; the caller closes it.
+func (d *daemon) stateDB() *e2eutil.StateDB {
 	d.t.Helper()
-	db, err := sql.Open("sqlite3", "file:"+filepath.Join(d.dir, "data", "state.db")+"?mode=ro&_busy_timeout=5000")
+	db, err := e2eutil.OpenStateDB(filepath.Join(d.dir, "data", "state.db"))
 	if err != nil {
 		d.t.Fatal(err)
 	}
 	return db
 }
 
-// dbAction is one row of the daemon's actions table.
-type dbAction struct {
-	Round                        int64
-	Kind, JobIDs, Detail, Result string
-	Error                        string
-}
-
-func (d *daemon) actions() []dbAction {
+// actions returns the daemon's recorded actions.
+func (d *daemon) actions() []e2eutil.Action {
 	d.t.Helper()
 	db := d.stateDB()
 	defer db.Close()
-	rows, err := db.Query(`SELECT round, kind, job_ids, detail, result, error FROM actions ORDER BY id`)
+	acts, err := db.Actions()
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	defer rows.Close()
-	var out []dbAction
-	for rows.Next() {
-		var a dbAction
-		if err := rows.Scan(&a.Round, &a.Kind, &a.JobIDs, &a.Detail, &a.Result, &a.Error); err != nil {
-			d.t.Fatal(err)
-		}
-		out = append(out, a)
-	}
-	return out
+	return acts
 }
 
 // dbDecisions returns job -> kinds of the recorded decisions (and reasons).
@@ -979,81 +883,13 @@ func (d *daemon) dbDecisions() map[string][]string {
 	d.t.Helper()
 	db := d.stateDB()
 	defer db.Close()
-	rows, err := db.Query(`SELECT job_id, kind, reason FROM decisions ORDER BY round`)
+	decisions, err := db.Decisions()
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	defer rows.Close()
 	out := map[string][]string{}
-	for rows.Next() {
-		var id, kind, reason string
-		if err := rows.Scan(&id, &kind, &reason); err != nil {
-			d.t.Fatal(err)
-		}
-		out[id] = append(out[id], kind+": "+reason)
-	}
-	return out
-}
-
-// roundTimes returns the recorded rounds' observe+solve+enforce seconds.
-func (d *daemon) roundTimes() (all []float64, failed int) {
-	d.t.Helper()
-	db := d.stateDB()
-	defer db.Close()
-	rows, err := db.Query(`SELECT observe_s + solve_s + enforce_s, error FROM rounds ORDER BY number`)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var s float64
-		var e string
-		if err := rows.Scan(&s, &e); err != nil {
-			d.t.Fatal(err)
-		}
-		if e != "" && s == 0 {
-			failed++
-			continue
-		}
-		all = append(all, s)
-	}
-	return all, failed
-}
-
-// jobIDsOf splits an action's job list: for a partly skipped action
-// (result "partial") only the jobs it was done for.
-func jobIDsOf(a dbAction) []string {
-	if a.JobIDs == "" {
-		return nil
-	}
-	ids := strings.Split(a.JobIDs, ",")
-	if a.Result != "partial" {
-		return ids
-	}
-	_, list, _ := strings.Cut(a.Error, ": ")
-	skipped := map[string]bool{}
-	for _, id := range strings.Split(list, ",") {
-		skipped[id] = true
-	}
-	var out []string
-	for _, id := range ids {
-		if !skipped[id] {
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
-// done reports whether an action was done (for the ids jobIDsOf gives).
-func (a dbAction) done() bool { return a.Result == "ok" || a.Result == "partial" }
-
-// actionsByJob indexes successful actions by job: job -> kinds in order.
-func actionsByJob(acts []dbAction) map[string][]string {
-	out := map[string][]string{}
-	for _, a := range acts {
-		for _, id := range jobIDsOf(a) {
-			out[id] = append(out[id], a.Kind+"/"+a.Result)
-		}
+	for _, dec := range decisions {
+		out[dec.Job] = append(out[dec.Job], dec.Kind+": "+dec.Reason)
 	}
 	return out
 }
@@ -1108,18 +944,18 @@ func (w *stallWatch) loop() {
 
 func (w *stallWatch) sample() {
 	ok, startedAt := w.d.alive()
-	qout, err1 := run(slurm.JobQueryArgs[0], slurm.JobQueryArgs[1:]...)
-	nout, err2 := run(slurm.NodeQueryArgs[0], slurm.NodeQueryArgs[1:]...)
+	queueOut := e2eutil.Run(0, nil, slurm.JobQueryArgs[0], slurm.JobQueryArgs[1:]...)
+	nodesOut := e2eutil.Run(0, nil, slurm.NodeQueryArgs[0], slurm.NodeQueryArgs[1:]...)
 	now := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err1 != nil || err2 != nil || !ok {
+	if queueOut.Err != nil || nodesOut.Err != nil || !ok {
 		w.since = map[string]time.Time{}
 		return
 	}
 	w.n++
-	jobs, _ := slurm.ParseJobs(strings.NewReader(qout))
-	ns, _ := slurm.ParseNodes(strings.NewReader(nout))
+	jobs, _ := slurm.ParseJobs(strings.NewReader(queueOut.Stdout))
+	ns, _ := slurm.ParseNodes(strings.NewReader(nodesOut.Stdout))
 	maxFree := 0
 	for _, n := range ns {
 		if !n.Schedulable() {
@@ -1177,15 +1013,6 @@ func (w *stallWatch) stop() (time.Duration, string, int) {
 
 // ---------------------------------------------------------------- misc
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 func percentile(xs []float64, p float64) float64 {
 	if len(xs) == 0 {
 		return 0
@@ -1202,11 +1029,4 @@ func maxOf(xs []float64) float64 {
 		m = max(m, x)
 	}
 	return m
-}
-
-// ctx is a context for helpers that want one.
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	return c
 }

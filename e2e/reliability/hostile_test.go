@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/hadar-sched/hadar/internal/e2eutil"
 )
 
 // canaries are the files a hostile job text would create if anything ran
@@ -24,12 +26,12 @@ func canaries(tc *tcase, dirs ...string) []string {
 // refusedAsUser runs scontrol as the unprivileged user and reports whether
 // Slurm refused it with the access-denied message of job_submit.lua.
 func refusedAsUser(args ...string) (bool, string) {
-	out, err := run("runuser", append([]string{"-u", testUser, "--", "env", "SLURM_CONF=" + slurmConf, "scontrol"}, args...)...)
-	msg := out
-	if err != nil {
-		msg = err.Error()
+	r := asTestUser().Run("scontrol", args...)
+	msg := r.Stdout
+	if r.Err != nil {
+		msg = r.Err.Error()
 	}
-	return err != nil && strings.Contains(msg, "Access/permission denied"), msg
+	return r.Err != nil && strings.Contains(msg, "Access/permission denied"), msg
 }
 
 // 8. Hostile and bad input on the real cluster: shell metacharacters,
@@ -128,17 +130,17 @@ func TestHostileInput(t *testing.T) {
 	if j := byID(queue(t))[mine]; !isHeld(j) || j.Comment != ok {
 		t.Errorf("after the refused attempts the user's job is %s %s %q", j.State, j.Reason, j.Comment)
 	}
-	run("scancel", uheld)
+	e2eutil.Run(0, nil, "scancel", uheld)
 
 	d.start()
 	// The user requeues their running tagged job (not a job update: the
 	// lua hook does not see it): hadar takes it back and places it again.
 	var requeued bool
 	var requeueErr error
-	if waitFor(30*time.Second, func() bool { return byID(queue(t))[mine].State == "RUNNING" }) {
+	if e2eutil.WaitFor(30*time.Second, func() bool { return byID(queue(t))[mine].State == "RUNNING" }) {
 		// Retried: the job may be between two states (a migration).
-		requeued = waitFor(6*time.Second, func() bool {
-			_, requeueErr = run("runuser", "-u", testUser, "--", "env", "SLURM_CONF="+slurmConf, "scontrol", "requeue", mine)
+		requeued = e2eutil.WaitFor(6*time.Second, func() bool {
+			requeueErr = asTestUser().Run("scontrol", "requeue", mine).Err
 			return requeueErr == nil
 		})
 		if !requeued {

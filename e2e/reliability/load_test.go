@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hadar-sched/hadar/internal/e2eutil"
 )
 
 // 7. Load: 2,000 pending tagged jobs (two job arrays of 1,000 tasks, held
@@ -25,7 +27,7 @@ func TestLoad2000PendingJobs(t *testing.T) {
 		arrays = append(arrays, id)
 	}
 	total := 2 * tasks
-	if !waitFor(60*time.Second, func() bool { return len(queue(t)) >= total }) {
+	if !e2eutil.WaitFor(60*time.Second, func() bool { return len(queue(t)) >= total }) {
 		t.Fatalf("only %d of %d array tasks in the queue", len(queue(t)), total)
 	}
 	cfg := defaultDaemonConfig()

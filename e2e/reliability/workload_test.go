@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hadar-sched/hadar/internal/e2eutil"
 )
 
 var (
@@ -117,9 +119,9 @@ func restartCtld(t *testing.T) {
 }
 
 func ctldUp(timeout time.Duration) bool {
-	return waitFor(timeout, func() bool {
-		out, err := run("scontrol", "ping")
-		return err == nil && strings.Contains(out, " is UP")
+	return e2eutil.WaitFor(timeout, func() bool {
+		r := e2eutil.Run(0, nil, "scontrol", "ping")
+		return r.Err == nil && strings.Contains(r.Stdout, " is UP")
 	})
 }
 
@@ -151,14 +153,14 @@ func ensureCtld(t *testing.T) {
 // until all are idle.
 func resumeNodes(t *testing.T, names ...string) {
 	for _, n := range names {
-		run("scontrol", "update", "NodeName="+n, "State=RESUME")
+		e2eutil.Run(0, nil, "scontrol", "update", "NodeName="+n, "State=RESUME")
 	}
-	ok := waitFor(90*time.Second, func() bool {
-		out, err := run("sinfo", "-h", "-N", "-o", "%N %T")
-		if err != nil {
+	ok := e2eutil.WaitFor(90*time.Second, func() bool {
+		r := e2eutil.Run(0, nil, "sinfo", "-h", "-N", "-o", "%N %T")
+		if r.Err != nil {
 			return false
 		}
-		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		for _, l := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
 			f := strings.Fields(l)
 			if len(f) == 2 && (strings.Contains(f[1], "drain") || strings.Contains(f[1], "down") || strings.HasSuffix(f[1], "*")) {
 				return false
@@ -167,7 +169,6 @@ func resumeNodes(t *testing.T, names ...string) {
 		return true
 	})
 	if !ok {
-		out, _ := run("sinfo", "-N")
-		t.Errorf("nodes not back in service: %s", out)
+		t.Errorf("nodes not back in service: %s", e2eutil.Run(0, nil, "sinfo", "-N").Stdout)
 	}
 }
