@@ -2,6 +2,7 @@ package optimizer
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"testing"
 	"time"
@@ -178,5 +179,97 @@ func TestPoliciesOnRandomSnapshots(t *testing.T) {
 				t.Errorf("%s seed %d: nothing placed on an idle cluster", name, seed)
 			}
 		}
+	}
+}
+
+// TestHadarFluidPlanCadence checks when Hadar solves its fluid LP again:
+// on the first round, after FluidEvery rounds, and as soon as a job is new
+// to it; never with FluidEvery 0.
+func TestHadarFluidPlanCadence(t *testing.T) {
+	build := func(ids ...string) *Snapshot {
+		b := newSnapshot().node("a", "v100", 4).node("b", "k80", 4)
+		for _, id := range ids {
+			b.job(id, 1, 36000, map[string]float64{"v100": 2, "k80": 1})
+		}
+		return b.s
+	}
+	p := &Hadar{Critical: 0.9, PriceRounds: 60, FluidEvery: 3}
+	plan := func(s *Snapshot, round int) {
+		t.Helper()
+		s.Now = t0.Add(time.Duration(round) * s.Round)
+		out, err := p.Plan(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := Check(s, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// solvedAt is the round whose Now the current fluid plan was solved
+	// at: end - now - T is constant between solves, so compare ends.
+	s := build("j1", "j2")
+	plan(s, 0)
+	if p.fluid.share == nil {
+		t.Fatal("no fluid plan after the first round")
+	}
+	end0 := p.fluid.end
+	plan(s, 1)
+	plan(s, 2)
+	if !p.fluid.end.Equal(end0) {
+		t.Errorf("fluid plan re-solved before FluidEvery rounds: end %v, was %v", p.fluid.end, end0)
+	}
+	plan(s, 3)
+	if p.fluid.end.Equal(end0) {
+		t.Errorf("fluid plan not re-solved after FluidEvery rounds")
+	}
+	end3 := p.fluid.end
+	s = build("j1", "j2", "j3")
+	plan(s, 4)
+	if p.fluid.end.Equal(end3) || p.fluid.share["j3"] == nil {
+		t.Errorf("fluid plan not re-solved for a new job: end %v (was %v), share %v", p.fluid.end, end3, p.fluid.share["j3"])
+	}
+	// A job that left keeps nothing stale in the plan's decisions: the
+	// next solve (by age) forgets it.
+	s = build("j2", "j3")
+	for r := 5; r <= 7; r++ {
+		plan(s, r)
+	}
+	if _, ok := p.fluid.share["j1"]; ok {
+		t.Errorf("fluid plan still holds a share for j1 after a re-solve without it")
+	}
+
+	off := &Hadar{Critical: 0.9, PriceRounds: 60}
+	if _, err := off.Plan(build("j1")); err != nil {
+		t.Fatal(err)
+	}
+	if off.fluid.share != nil {
+		t.Errorf("FluidEvery 0 solved the fluid LP")
+	}
+}
+
+// TestHadarFluidPlanSetsHorizon checks the fluid LP's optimum by hand: two
+// 1-GPU jobs of 36,000 steps, one v100 GPU (2 steps/s) and one k80 GPU
+// (1 step/s). With both GPUs busy the pair does 3 steps/s, and each job can
+// take half the time on each type (2 x 12,000 + 12,000 steps), so the fluid
+// makespan is 72,000 / 3 = 24,000 s; a job alone on the v100 would need
+// 18,000 s, so the LP, not the longest job, sets the horizon.
+func TestHadarFluidPlanSetsHorizon(t *testing.T) {
+	s := newSnapshot().node("a", "v100", 1).node("b", "k80", 1).
+		job("j1", 1, 36000, map[string]float64{"v100": 2, "k80": 1}).
+		job("j2", 1, 36000, map[string]float64{"v100": 2, "k80": 1}).s
+	p := &Hadar{Critical: 0.9, PriceRounds: 60, FluidEvery: 10}
+	out, err := p.Plan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(s, out); err != nil {
+		t.Fatal(err)
+	}
+	got := p.fluid.end.Sub(s.Now).Seconds()
+	if math.Abs(got-24000) > 24 {
+		t.Errorf("fluid horizon %.0f s, want 24000 s", got)
+	}
+	if diff := cmp.Diff(map[string]string{"j1": "[v100:1]", "j2": "[k80:1]"}, placedTypes(out)); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
 	}
 }
