@@ -72,7 +72,7 @@ const (
 )
 
 func init() {
-	Register("hadar", "Hadar: task-level, heterogeneity-aware, primal-dual prices per GPU type; critical jobs first, then shortest remaining area", func(o Options) Policy {
+	Register("hadar", "Hadar: task-level, heterogeneity-aware, primal-dual prices per GPU type and a fluid LP; critical jobs first, then shortest remaining area", func(o Options) Policy {
 		return &Hadar{Critical: 0.9, MigrationPenalty: o.MigrationPenalty.Seconds(), PriceRounds: 60, FluidEvery: 10}
 	})
 }
@@ -332,9 +332,9 @@ func (p *Hadar) balancePrices(jobs []*hadarJob, types []string, capacity map[str
 
 // fluidShares returns the fluid plan's shares for this round, solving the
 // LP again when FluidEvery rounds have passed or a job is new to it, or nil
-// when the LP is off or fails (Hadar then decides by prices alone). Jobs
-// that left since the solve keep no share; the others keep theirs, which
-// stay good for a few rounds because the workload changes little.
+// when the LP is off or fails (Hadar then decides by prices alone). Between
+// solves the jobs keep their shares, which stay good for a few rounds
+// because the workload changes little; jobs that left are never looked up.
 func (p *Hadar) fluidShares(s *Snapshot, jobs []*hadarJob, types []string, capacity map[string]int) map[string]map[string]float64 {
 	if p.FluidEvery <= 0 || len(jobs) == 0 {
 		return nil
