@@ -122,21 +122,7 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 		horizon = math.Max(horizon, h.fastest)
 	}
 	share := func(h *hadarJob, t string) float64 { return fluid[h.ID][t] }
-	// When every job's gang fits at once, no GPU type is scarce: its price
-	// is zero (complementary slackness) and every job prefers its fastest
-	// type; the order below only decides who gets a contended fast type.
-	demand := 0
 	for _, h := range hj {
-		demand += h.Workers
-	}
-	uncontended := demand <= totalGPUs
-	for _, h := range hj {
-		if uncontended {
-			sort.SliceStable(h.prefs, func(a, b int) bool { return h.rates[h.prefs[a]] > h.rates[h.prefs[b]] })
-			h.remaining = h.fastest
-			h.critical = h.fastest >= p.Critical*horizon
-			continue
-		}
 		// The LP's order where it gives the job a real share; otherwise
 		// cheapest per unit of work first, but a type too slow to finish
 		// the job within the horizon comes after every type that can.
