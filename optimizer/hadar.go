@@ -71,6 +71,10 @@ const (
 	fluidShareTie  = 0.02
 )
 
+// uncontendedShare: the cluster counts as uncontended in a round when the
+// gangs of all its jobs need at most this share of its GPUs.
+const uncontendedShare = 0.9
+
 func init() {
 	Register("hadar", "Hadar: task-level, heterogeneity-aware, primal-dual prices per GPU type and a fluid LP; critical jobs first, then shortest remaining area", func(o Options) Policy {
 		return &Hadar{Critical: 0.9, MigrationPenalty: o.MigrationPenalty.Seconds(), PriceRounds: 60, FluidEvery: 10}
@@ -122,7 +126,23 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 		horizon = math.Max(horizon, h.fastest)
 	}
 	share := func(h *hadarJob, t string) float64 { return fluid[h.ID][t] }
+	// When every job's gang fits at once, no GPU type is scarce: its price
+	// is zero (complementary slackness) and every job prefers its fastest
+	// type; the order below only decides who gets a contended fast type.
+	// "Fits" keeps a margin (uncontendedShare) for gangs that do not fit
+	// the GPUs a node has left.
+	demand := 0
 	for _, h := range hj {
+		demand += h.Workers
+	}
+	uncontended := float64(demand) <= uncontendedShare*float64(totalGPUs)
+	for _, h := range hj {
+		if uncontended {
+			sort.SliceStable(h.prefs, func(a, b int) bool { return h.rates[h.prefs[a]] > h.rates[h.prefs[b]] })
+			h.remaining = h.fastest
+			h.critical = h.fastest >= p.Critical*horizon
+			continue
+		}
 		// The LP's order where it gives the job a real share; otherwise
 		// cheapest per unit of work first, but a type too slow to finish
 		// the job within the horizon comes after every type that can.

@@ -273,3 +273,18 @@ func TestHadarFluidPlanSetsHorizon(t *testing.T) {
 		t.Errorf("plan (-want +got):\n%s", diff)
 	}
 }
+
+// TestHadarUncontendedTakesFastestType: when every job's gang fits at once
+// no GPU type is scarce, so each job runs on its fastest type even where
+// balancing the work over the types (prices, the fluid LP) would send one
+// of them to the slow one.
+func TestHadarUncontendedTakesFastestType(t *testing.T) {
+	s := newSnapshot().node("a", "v100", 4).node("b", "k80", 4).
+		job("long", 1, 720000, map[string]float64{"v100": 2, "k80": 1}).
+		job("short", 1, 3600, map[string]float64{"v100": 2, "k80": 1.5}).s
+	got := placedTypes(planOrFail(t, "hadar", s))
+	want := map[string]string{"long": "[v100:1]", "short": "[v100:1]"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+}
