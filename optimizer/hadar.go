@@ -33,7 +33,9 @@ import (
 //     gang; GPUs still free after that go to the next jobs in priority order
 //     on any type, and a gang that fits on no single type spans types
 //     (task-level placement), running at the pace of its slowest worker.
-//     Jobs keep their nodes when they stay on the same type.
+//     Jobs keep their nodes when they stay on the same type. In a round
+//     where every job's gang fits at once, no type is scarce and every job
+//     prefers its fastest type.
 type Hadar struct {
 	// Critical is the fraction of the horizon above which a job is critical.
 	Critical float64
