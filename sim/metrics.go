@@ -8,16 +8,22 @@ import (
 // Metrics are the headline figures of one run, in the shape `hadar simulate
 // --json` prints.
 type Metrics struct {
-	Jobs            int     `json:"jobs"`
-	Completed       int     `json:"completed"`
-	MakespanS       float64 `json:"makespan_s"`
-	AvgJCTS         float64 `json:"avg_jct_s"`
-	P50JCTS         float64 `json:"p50_jct_s"`
-	P99JCTS         float64 `json:"p99_jct_s"`
-	AvgQueueS       float64 `json:"avg_queue_s"`
-	FTFMean         float64 `json:"ftf_mean"`
-	FTFMax          float64 `json:"ftf_max"`
-	Utilization     float64 `json:"utilization"`
+	Jobs        int     `json:"jobs"`
+	Completed   int     `json:"completed"`
+	MakespanS   float64 `json:"makespan_s"`
+	AvgJCTS     float64 `json:"avg_jct_s"`
+	P50JCTS     float64 `json:"p50_jct_s"`
+	P99JCTS     float64 `json:"p99_jct_s"`
+	AvgQueueS   float64 `json:"avg_queue_s"`
+	FTFMean     float64 `json:"ftf_mean"`
+	FTFMax      float64 `json:"ftf_max"`
+	Utilization float64 `json:"utilization"`
+	// GPUHours is the busy GPU time; TypeEfficiency is the share of it that
+	// the same work would take with every job on its fastest GPU type (1:
+	// no job ran slower than it could; gangs spanning types or sent to
+	// slower types lower it).
+	GPUHours        float64 `json:"gpu_hours"`
+	TypeEfficiency  float64 `json:"type_efficiency"`
 	Rounds          int     `json:"rounds"`
 	SchedTimeMeanS  float64 `json:"sched_time_mean_s"`
 	SchedTimeP99S   float64 `json:"sched_time_p99_s"`
@@ -66,6 +72,10 @@ func Summarize(r *Result) Metrics {
 	m.FTFMean = ftfSum / float64(m.Completed)
 	if m.MakespanS > 0 && r.TotalGPUs > 0 {
 		m.Utilization = r.BusyGPUSecs / (float64(r.TotalGPUs) * m.MakespanS)
+	}
+	m.GPUHours = r.BusyGPUSecs / 3600
+	if r.BusyGPUSecs > 0 {
+		m.TypeEfficiency = r.IdealGPUSecs / r.BusyGPUSecs
 	}
 	if copyRounds > 0 {
 		m.CopiesMean = float64(copySum) / float64(copyRounds)

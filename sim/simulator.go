@@ -106,8 +106,11 @@ type Result struct {
 	SchedTimes  []time.Duration
 	Wall        time.Duration
 	BusyGPUSecs float64
-	TotalGPUs   int
-	Util        []UtilSample
+	// IdealGPUSecs is the GPU time the work done would have taken had every
+	// job run on its fastest GPU type in the cluster (at most BusyGPUSecs).
+	IdealGPUSecs float64
+	TotalGPUs    int
+	Util         []UtilSample
 }
 
 type simJob struct {
@@ -116,6 +119,8 @@ type simJob struct {
 	firstStart float64
 	completion float64
 	isolated   float64
+	// bestRate is the job's rate on its fastest GPU type in the cluster.
+	bestRate float64
 	// HadarE bookkeeping.
 	maxCopies, copyRounds, copySum int
 }
@@ -190,6 +195,7 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 			j := order[next]
 			active = append(active, j)
 			j.isolated = isolatedTime(cfg.Throughputs, &j.Job, capacity, len(active))
+			j.bestRate = bestRate(cfg.Throughputs, &j.Job, capacity)
 			next++
 		}
 		if len(active) == 0 {
@@ -235,7 +241,7 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 		// running job finishes in it, even if other jobs are waiting (as in
 		// Gavel's simulator, whose round ends with its last micro-task).
 		roundEnd := now
-		busy := 0.0
+		busy, ideal := 0.0, 0.0
 		still := active[:0]
 		anyRunning := false
 		for _, j := range active {
@@ -257,6 +263,7 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 			}
 			gpus := float64(optimizer.TaskGPUs(tasks))
 			ran := round
+			before := j.RemainingSteps
 			if steps := roundSteps(rate, round); rate > 0 && j.RemainingSteps <= steps {
 				ran = j.RemainingSteps / rate
 				j.RemainingSteps = 0
@@ -264,6 +271,9 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 			} else if rate > 0 {
 				ran = steps / rate
 				j.RemainingSteps -= steps
+			}
+			if j.bestRate > 0 {
+				ideal += float64(j.Workers) * (before - j.RemainingSteps) / j.bestRate
 			}
 			j.Attained += gpus * ran
 			j.Executed += ran
@@ -292,6 +302,7 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 			roundEnd = order[next].arrival
 		}
 		res.BusyGPUSecs += busy
+		res.IdealGPUSecs += ideal
 		res.Util = append(res.Util, UtilSample{Start: now, Length: roundEnd - now, Utilization: busy / (float64(res.TotalGPUs) * (roundEnd - now))})
 		now = roundEnd
 		if cfg.Progress != nil {
@@ -349,6 +360,27 @@ func checkRunnable(thr optimizer.Throughputs, tj TraceJob, capacity map[string]i
 		return fmt.Errorf("no GPU type in the cluster can run %q with %d workers", tj.JobType, tj.ScaleFactor)
 	}
 	return nil
+}
+
+// bestRate is the job's rate (steps/s for its whole gang) on the fastest
+// GPU type of the cluster that can hold it; for a gang wider than every
+// type (it can only span types), its rate on the fastest type there is.
+func bestRate(thr optimizer.Throughputs, j *optimizer.Job, capacity map[string]int) float64 {
+	holds, any := 0.0, 0.0
+	for h, c := range capacity {
+		if c == 0 {
+			continue
+		}
+		r := thr.Rate(j.Type, h, j.Workers)
+		any = math.Max(any, r)
+		if c >= j.Workers {
+			holds = math.Max(holds, r)
+		}
+	}
+	if holds > 0 {
+		return holds
+	}
+	return any
 }
 
 // isolatedTime is the job's completion time running alone on an equal 1/n

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -86,7 +87,7 @@ func TestRunHandChecked(t *testing.T) {
 
 func TestSummarize(t *testing.T) {
 	r := &Result{
-		TotalGPUs: 2, BusyGPUSecs: 300, Rounds: 3,
+		TotalGPUs: 2, BusyGPUSecs: 300, IdealGPUSecs: 150, Rounds: 3,
 		SchedTimes: []time.Duration{time.Millisecond, 3 * time.Millisecond},
 		Jobs: []JobResult{
 			{Arrival: 0, FirstStart: 0, Completion: 100, IsolatedJCT: 50},
@@ -96,11 +97,42 @@ func TestSummarize(t *testing.T) {
 	got := Summarize(r)
 	want := Metrics{
 		Jobs: 2, Completed: 2, MakespanS: 250, AvgJCTS: 150, P50JCTS: 150, P99JCTS: 199,
-		AvgQueueS: 25, FTFMean: 2, FTFMax: 2, Utilization: 0.6, Rounds: 3, InvariantChecks: 3,
+		AvgQueueS: 25, FTFMean: 2, FTFMax: 2, Utilization: 0.6, GPUHours: 300.0 / 3600, TypeEfficiency: 0.5,
+		Rounds: 3, InvariantChecks: 3,
 		SchedTimeMeanS: 0.002, SchedTimeP99S: 0.00298, SchedTimeMaxS: 0.003,
 	}
 	if diff := cmp.Diff(want, got, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
 		t.Errorf("Summarize (-want +got):\n%s", diff)
+	}
+}
+
+// TestTypeEfficiency: the ideal GPU time is every job's work on its fastest
+// type (here 3600 steps at 10 steps/s, twice), whatever the policy did; the
+// busy time exceeds it exactly when some work ran on the slower K80.
+func TestTypeEfficiency(t *testing.T) {
+	trace := []TraceJob{job(3600, 1, 0), job(3600, 1, 0)}
+	tests := []struct {
+		name    string
+		cluster map[string]int
+		slower  bool
+	}{
+		{"fastest type only", map[string]int{"v100": 1}, false},
+		{"a job sent to the K80", map[string]int{"v100": 1, "k80": 1}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res := runOne(t, "hadar", tc.cluster, trace)
+			if math.Abs(res.IdealGPUSecs-720) > 1e-6 {
+				t.Errorf("IdealGPUSecs = %v, want 720", res.IdealGPUSecs)
+			}
+			m := Summarize(res)
+			if got := m.TypeEfficiency < 1-1e-9; got != tc.slower || m.TypeEfficiency > 1+1e-9 {
+				t.Errorf("TypeEfficiency = %v (busy %v GPU-s), want below 1: %v", m.TypeEfficiency, res.BusyGPUSecs, tc.slower)
+			}
+			if math.Abs(m.GPUHours-res.BusyGPUSecs/3600) > 1e-9 {
+				t.Errorf("GPUHours = %v, want %v", m.GPUHours, res.BusyGPUSecs/3600)
+			}
+		})
 	}
 }
 

@@ -31,9 +31,11 @@ func simulateCommand() *cli.Command {
 		Usage: "run scheduling policies over a job trace and compare them",
 		Description: "Runs each policy over the same trace on a simulated cluster, round by round, with the\n" +
 			"same optimizer code hadar-slurmd uses, and reports makespan, JCT, queueing delay,\n" +
-			"finish-time fairness, utilization and scheduling time. Every plan is checked against\n" +
-			"the safety invariants. With no flags it runs a built-in generated trace (160 static\n" +
-			"multi-GPU jobs, seed 0) on the embedded Gavel throughput matrix.\n\n" +
+			"finish-time fairness, utilization, type efficiency (the GPU time the work would take\n" +
+			"with every job on its fastest GPU type, over the GPU time it took) and scheduling\n" +
+			"time. Every plan is checked against the safety invariants. With no flags it runs a\n" +
+			"built-in generated trace (160 static multi-GPU jobs, seed 0) on the embedded Gavel\n" +
+			"throughput matrix.\n\n" +
 			"Traces are Gavel's tab-separated format; `gavel:NAME` names a trace embedded in the\n" +
 			"binary (" + strings.Join(sim.EmbeddedTraceNames(), ", ") + ").",
 		Flags: []cli.Flag{
@@ -152,12 +154,12 @@ func printSimulateTable(w io.Writer, out simulateOutput) {
 	}
 	fmt.Fprintf(w, "trace %s, cluster %s, round %.0fs\n\n", out.Trace, strings.Join(cl, ","), out.RoundS)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tjobs\tmakespan h\tavg JCT h\tp50 JCT h\tp99 JCT h\tavg queue h\tFTF mean\tFTF max\tutil\trounds\tsched mean ms\tsched max ms\twall s\t")
+	fmt.Fprintln(tw, "policy\tjobs\tmakespan h\tavg JCT h\tp50 JCT h\tp99 JCT h\tavg queue h\tFTF mean\tFTF max\tutil\ttype eff\trounds\tsched mean ms\tsched max ms\twall s\t")
 	for _, name := range out.Order {
 		m := out.Policies[name]
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.3f\t%d\t%.2f\t%.2f\t%.2f\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.3f\t%.3f\t%d\t%.2f\t%.2f\t%.2f\t\n",
 			name, m.Jobs, m.MakespanS/3600, m.AvgJCTS/3600, m.P50JCTS/3600, m.P99JCTS/3600, m.AvgQueueS/3600,
-			m.FTFMean, m.FTFMax, m.Utilization, m.Rounds, m.SchedTimeMeanS*1000, m.SchedTimeMaxS*1000, m.WallS)
+			m.FTFMean, m.FTFMax, m.Utilization, m.TypeEfficiency, m.Rounds, m.SchedTimeMeanS*1000, m.SchedTimeMaxS*1000, m.WallS)
 	}
 	tw.Flush()
 }
@@ -237,11 +239,11 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 func printSimulateMarkdown(w io.Writer, out simulateOutput) {
-	fmt.Fprintln(w, "| policy | makespan h | avg JCT h | p99 JCT h | avg queue h | FTF mean | FTF max | util | sched mean ms |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| policy | makespan h | avg JCT h | p99 JCT h | avg queue h | FTF mean | FTF max | util | type eff | sched mean ms |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
 	for _, name := range out.Order {
 		m := out.Policies[name]
-		fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.3f | %.2f |\n",
-			name, m.MakespanS/3600, m.AvgJCTS/3600, m.P99JCTS/3600, m.AvgQueueS/3600, m.FTFMean, m.FTFMax, m.Utilization, m.SchedTimeMeanS*1000)
+		fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.3f | %.3f | %.2f |\n",
+			name, m.MakespanS/3600, m.AvgJCTS/3600, m.P99JCTS/3600, m.AvgQueueS/3600, m.FTFMean, m.FTFMax, m.Utilization, m.TypeEfficiency, m.SchedTimeMeanS*1000)
 	}
 }
