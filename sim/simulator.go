@@ -366,13 +366,13 @@ func checkRunnable(thr optimizer.Throughputs, tj TraceJob, capacity map[string]i
 // GPU type of the cluster that can hold it; for a gang wider than every
 // type (it can only span types), its rate on the fastest type there is.
 func bestRate(thr optimizer.Throughputs, j *optimizer.Job, capacity map[string]int) float64 {
-	holds, any := 0.0, 0.0
+	holds, spanning := 0.0, 0.0
 	for h, c := range capacity {
 		if c == 0 {
 			continue
 		}
 		r := thr.Rate(j.Type, h, j.Workers)
-		any = math.Max(any, r)
+		spanning = math.Max(spanning, r)
 		if c >= j.Workers {
 			holds = math.Max(holds, r)
 		}
@@ -380,7 +380,7 @@ func bestRate(thr optimizer.Throughputs, j *optimizer.Job, capacity map[string]i
 	if holds > 0 {
 		return holds
 	}
-	return any
+	return spanning
 }
 
 // isolatedTime is the job's completion time running alone on an equal 1/n
