@@ -24,6 +24,15 @@ func Check(s *Snapshot, p *Plan) error {
 		}
 		nodes[n.Name+"\x00"+n.Type] = n
 	}
+	cpus, mem := map[string]int{}, map[string]int64{}
+	for _, n := range s.Nodes {
+		if n.CPUs > 0 {
+			cpus[n.Name] = n.CPUs
+		}
+		if n.MemMB > 0 {
+			mem[n.Name] = n.MemMB
+		}
+	}
 	jobs := make(map[string]*Job, len(s.Jobs))
 	for i := range s.Jobs {
 		jobs[s.Jobs[i].ID] = &s.Jobs[i]
@@ -82,6 +91,62 @@ func Check(s *Snapshot, p *Plan) error {
 			}
 		case gang != j.Workers:
 			return fmt.Errorf("%w: job %s gets %d GPUs, its gang is %d", ErrInvariant, id, gang, j.Workers)
+		}
+		if err := checkShape(j, tasks, nodes, cpus, mem); err != nil {
+			return err
+		}
+	}
+	for i := range s.Jobs {
+		j := &s.Jobs[i]
+		if j.NoStop && len(j.Current) > 0 && len(p.Assignments[j.ID]) == 0 {
+			return fmt.Errorf("%w: job %s may not be stopped, and the plan stops it", ErrInvariant, j.ID)
+		}
+	}
+	return nil
+}
+
+// checkShape verifies that a job's tasks honour its Shape: only allowed
+// nodes and types, exactly its nodes x GPUs per node for a gang, and no
+// node's CPUs or memory overcommitted (cpus and mem hold what is left).
+func checkShape(j *Job, tasks []Task, nodes map[string]Node, cpus map[string]int, mem map[string]int64) error {
+	if j.Shape.Free() {
+		return nil
+	}
+	onNode := map[string]bool{}
+	gangTasks := 0
+	for _, t := range tasks {
+		n := nodes[t.Node+"\x00"+t.Type]
+		if !j.Shape.AllowsType(t.Type) || (j.Shape.Eligible != nil && !j.Shape.Eligible[t.Node]) {
+			return fmt.Errorf("%w: job %s placed on %s (%s), which its request rules out", ErrInvariant, j.ID, t.Node, t.Type)
+		}
+		if onNode[t.Node] {
+			continue // a node listed once per GPU type: count its needs once
+		}
+		onNode[t.Node] = true
+		if t.Copy == 0 {
+			gangTasks++
+		}
+		if c, ok := cpus[n.Name]; ok && j.Shape.CPUsPerNode > 0 {
+			if c < j.Shape.CPUsPerNode {
+				return fmt.Errorf("%w: node %s has not the %d CPUs job %s needs", ErrInvariant, t.Node, j.Shape.CPUsPerNode, j.ID)
+			}
+			cpus[n.Name] = c - j.Shape.CPUsPerNode
+		}
+		if m, ok := mem[n.Name]; ok && j.Shape.MemMBPerNode > 0 {
+			if m < j.Shape.MemMBPerNode {
+				return fmt.Errorf("%w: node %s has not the %d MB job %s needs", ErrInvariant, t.Node, j.Shape.MemMBPerNode, j.ID)
+			}
+			mem[n.Name] = m - j.Shape.MemMBPerNode
+		}
+	}
+	if g := j.Shape.GPUsPerNode; g > 0 && gangTasks > 0 {
+		if gangTasks != max(j.Shape.Nodes, 1) || len(tasks) != gangTasks {
+			return fmt.Errorf("%w: job %s runs on %d node(s), its request is %d node(s) x %d GPUs", ErrInvariant, j.ID, gangTasks, max(j.Shape.Nodes, 1), g)
+		}
+		for _, t := range tasks {
+			if t.GPUs != g {
+				return fmt.Errorf("%w: job %s has %d GPUs on %s, its request is %d per node", ErrInvariant, j.ID, t.GPUs, t.Node, g)
+			}
 		}
 	}
 	return nil

@@ -76,7 +76,7 @@ func newGavelInput(s *Snapshot, jobs []*Job) *gavelInput {
 	for _, j := range jobs {
 		row := make([]float64, len(in.Types))
 		for k, h := range in.Types {
-			row[k] = s.Throughput.Rate(j.Type, h, j.Workers)
+			row[k] = s.JobRate(j, h, j.Workers)
 		}
 		w := j.Weight
 		if w <= 0 {
@@ -349,7 +349,7 @@ func (g *gavelRounds) priority(s *Snapshot, j *Job, h string) float64 {
 		return 0
 	}
 	x := row[h]
-	if x == 0 || s.Throughput.Rate(j.Type, h, j.Workers) == 0 {
+	if x == 0 || s.JobRate(j, h, j.Workers) == 0 {
 		return 0
 	}
 	if wt := g.workerTime[h]; wt > 0 {
@@ -408,7 +408,7 @@ func (g *gavelRounds) pick(s *Snapshot, order []string, jobs []*Job) (map[string
 		if _, done := chosen[j.ID]; done {
 			continue
 		}
-		if s.Throughput.Rate(j.Type, e.h, j.Workers) <= 0 {
+		if s.JobRate(j, e.h, j.Workers) <= 0 {
 			continue
 		}
 		if g.fifo && e.priority <= 0 {
@@ -440,7 +440,7 @@ func placeChosen(pool *freePool, picked []*Job, chosen map[string]string) *Plan 
 	plan := NewPlan()
 	var rest []*Job
 	for _, j := range picked {
-		if tasks, ok := pool.keep(chosen[j.ID], j.Workers, j.Current); ok {
+		if tasks, ok := pool.keep(j, chosen[j.ID]); ok {
 			plan.Assign(j.ID, tasks...)
 			continue
 		}
@@ -448,7 +448,7 @@ func placeChosen(pool *freePool, picked []*Job, chosen map[string]string) *Plan 
 	}
 	sort.SliceStable(rest, func(a, b int) bool { return rest[a].Workers > rest[b].Workers })
 	for _, j := range rest {
-		if tasks := pool.take(chosen[j.ID], j.Workers); tasks != nil {
+		if tasks := pool.take(j, chosen[j.ID]); tasks != nil {
 			plan.Assign(j.ID, tasks...)
 		}
 	}

@@ -108,7 +108,7 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 	for _, j := range jobs {
 		h := &hadarJob{Job: j, rates: map[string]float64{}}
 		for _, t := range types {
-			if r := s.Throughput.Rate(j.Type, t, j.Workers); r > 0 && capacity[t] > 0 {
+			if r := s.JobRate(j, t, j.Workers); r > 0 && capacity[t] > 0 {
 				h.rates[t] = r
 				h.prefs = append(h.prefs, t)
 			}
@@ -241,7 +241,9 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 				if _, placed := plan.Assignments[h.ID]; placed || h.Workers > pool.Free(t) || share(h, t) < fluidMinShare {
 					continue
 				}
-				plan.Assign(h.ID, pool.placeOnType(t, h.Workers, h.Current)...)
+				if tasks := pool.placeOnType(h.Job, t); tasks != nil {
+					plan.Assign(h.ID, tasks...)
+				}
 			}
 		}
 	}
@@ -257,8 +259,9 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 		var tasks []Task
 		for _, t := range h.prefs {
 			if pool.Free(t) >= h.Workers {
-				tasks = pool.placeOnType(t, h.Workers, h.Current)
-				break
+				if tasks = pool.placeOnType(h.Job, t); tasks != nil {
+					break
+				}
 			}
 		}
 		if tasks == nil {
@@ -442,17 +445,10 @@ func spanTypes(pool *freePool, h *hadarJob) []Task {
 			break
 		}
 	}
-	if need > 0 {
+	if need > 0 || (h.Shape.GPUsPerNode > 0 && h.Shape.Nodes <= 1) {
 		return nil
 	}
-	var tasks []Task
-	left := h.Workers
-	for _, t := range use {
-		n := min(pool.Free(t), left)
-		tasks = append(tasks, pool.take(t, n)...)
-		left -= n
-	}
-	return tasks
+	return pool.takeAcross(h.Job, use)
 }
 
 func (h *hadarJob) bestRate() float64 {

@@ -183,7 +183,9 @@ func (p *HadarE) Plan(s *Snapshot) (*Plan, error) {
 		} else {
 			best := 0.0
 			for _, n := range s.Nodes {
-				best = math.Max(best, s.Throughput.Rate(j.Type, n.Type, j.Workers))
+				if j.Shape.AllowsNode(n) {
+					best = math.Max(best, s.Throughput.Rate(j.Type, n.Type, j.Workers))
+				}
 			}
 			if best <= 0 {
 				continue
@@ -330,7 +332,7 @@ func bestCopy(s *Snapshot, pool *freePool, j *copyJob) (Task, float64) {
 	bestRate, bestFree, bestHeld := 0.0, 0, false
 	for _, n := range pool.nodes {
 		free := pool.free[nodeKey(n.Name, n.Type)]
-		if free <= 0 || j.nodes[n.Name] {
+		if free <= 0 || j.nodes[n.Name] || !j.Shape.AllowsNode(n) {
 			continue
 		}
 		g, r := 0, 0.0
@@ -378,9 +380,15 @@ func (p *HadarE) classify(s *Snapshot, cands []*copyJob, eff float64) {
 	for i, j := range cands {
 		k := key{j.Type, j.Workers, j.MaxCopies}
 		sp, ok := cache[k]
+		if !j.Shape.Free() {
+			ok = false // its own nodes: not shared with other jobs of its type
+		}
 		if !ok {
 			byNode := map[string]float64{}
 			for _, n := range s.Nodes {
+				if !j.Shape.AllowsNode(n) {
+					continue
+				}
 				copyRate, perGPU := 0.0, 0.0
 				for g := 1; g <= j.Workers; g++ {
 					r := s.Throughput.Rate(j.Type, n.Type, g)
@@ -400,7 +408,9 @@ func (p *HadarE) classify(s *Snapshot, cands []*copyJob, eff float64) {
 			for _, r := range rates[:min(len(rates), j.MaxCopies)] {
 				sp.wide += eff * r
 			}
-			cache[k] = sp
+			if j.Shape.Free() {
+				cache[k] = sp
+			}
 		}
 		if sp.wide > 0 && sp.fluid > 0 {
 			shortest[i] = j.RemainingSteps / sp.wide

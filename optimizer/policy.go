@@ -53,7 +53,7 @@ func New(name string, opts Options) (Policy, error) {
 	if !ok {
 		return nil, fmt.Errorf("unknown policy %q (known: %s)", name, strings.Join(Names(), ", "))
 	}
-	return r.factory(opts), nil
+	return guard(r.factory(opts)), nil
 }
 
 // Names lists the registered policies, sorted.

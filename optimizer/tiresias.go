@@ -128,7 +128,7 @@ func placeAgnostic(s *Snapshot, order []*Job, rng *rand.Rand) *Plan {
 	var picked []*Job
 	for _, j := range order {
 		for _, h := range types {
-			if left[h] >= j.Workers && s.Throughput.Rate(j.Type, h, j.Workers) > 0 {
+			if left[h] >= j.Workers && s.JobRate(j, h, j.Workers) > 0 {
 				left[h] -= j.Workers
 				chosen[j.ID] = h
 				picked = append(picked, j)

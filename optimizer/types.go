@@ -14,6 +14,92 @@ type Node struct {
 	Type string
 	// GPUs is the number of GPUs of Type on this node available to hadar.
 	GPUs int
+	// CPUs and MemMB are the node's CPUs and memory (MB) available to
+	// hadar's jobs; 0 means not tracked (no limit). A node listed once per
+	// GPU type gives the same figures on each entry.
+	CPUs  int   `json:",omitempty"`
+	MemMB int64 `json:",omitempty"`
+}
+
+// Shape is how a job's gang must be laid out, as its Slurm request says;
+// the zero value lets the policy split the gang over nodes freely (Gavel's
+// model, the simulator's traces).
+type Shape struct {
+	// Nodes and GPUsPerNode ask for exactly Nodes nodes with GPUsPerNode
+	// GPUs each (--nodes x --gres=gpu:N); GPUsPerNode 0 means any split.
+	Nodes       int `json:",omitempty"`
+	GPUsPerNode int `json:",omitempty"`
+	// Types are the GPU types the job may run on (a typed request, or
+	// features that name GPU types); empty means any.
+	Types []string `json:",omitempty"`
+	// Eligible are the nodes the job may run on (its features, --exclude,
+	// --nodelist and partition); nil means any.
+	Eligible map[string]bool `json:",omitempty"`
+	// CPUsPerNode and MemMBPerNode are what the job needs on each of its
+	// nodes; 0 means nothing to check.
+	CPUsPerNode  int   `json:",omitempty"`
+	MemMBPerNode int64 `json:",omitempty"`
+}
+
+// Free reports whether the shape leaves the layout to the policy.
+func (sh *Shape) Free() bool {
+	return sh.GPUsPerNode <= 0 && len(sh.Types) == 0 && sh.Eligible == nil && sh.CPUsPerNode <= 0 && sh.MemMBPerNode <= 0
+}
+
+// AllowsType reports whether the job may run on GPU type h.
+func (sh *Shape) AllowsType(h string) bool {
+	if len(sh.Types) == 0 {
+		return true
+	}
+	for _, t := range sh.Types {
+		if t == h {
+			return true
+		}
+	}
+	return false
+}
+
+// AllowsNode reports whether the job may use node n at all: its type and
+// name are allowed, and, where the node tracks them, it has the CPUs and
+// memory one of the job's nodes needs.
+func (sh *Shape) AllowsNode(n Node) bool {
+	if !sh.AllowsType(n.Type) || (sh.Eligible != nil && !sh.Eligible[n.Name]) {
+		return false
+	}
+	if sh.CPUsPerNode > 0 && n.CPUs > 0 && n.CPUs < sh.CPUsPerNode {
+		return false
+	}
+	if sh.MemMBPerNode > 0 && n.MemMB > 0 && n.MemMB < sh.MemMBPerNode {
+		return false
+	}
+	return true
+}
+
+// FitsType reports whether a gang of workers GPUs of this shape can be laid
+// out on the nodes of type h among nodes, taking each node's GPUs as free.
+// It is the one feasibility rule: the policies use it on the round's free
+// GPUs, the bridge on whole live nodes to pass through a job no node can
+// ever hold.
+func (sh *Shape) FitsType(nodes []Node, h string, workers int) bool {
+	if !sh.AllowsType(h) || workers <= 0 {
+		return false
+	}
+	if sh.GPUsPerNode <= 0 {
+		total := 0
+		for _, n := range nodes {
+			if n.Type == h && sh.AllowsNode(n) {
+				total += n.GPUs
+			}
+		}
+		return total >= workers
+	}
+	count := 0
+	for _, n := range nodes {
+		if n.Type == h && n.GPUs >= sh.GPUsPerNode && sh.AllowsNode(n) {
+			count++
+		}
+	}
+	return count >= max(sh.Nodes, 1)
 }
 
 // Task is one piece of a job's placement: GPUs GPUs of type Type on node Node.
@@ -49,6 +135,11 @@ type Job struct {
 	Current []Task
 	// MaxCopies bounds the number of HadarE copies (0 or 1: no copies).
 	MaxCopies int
+	// Shape is the layout the job's request allows (zero: any).
+	Shape Shape `json:",omitempty"`
+	// NoStop: a running job may be moved but not stopped (the site's
+	// preemption is off): every plan keeps it running (see Guard).
+	NoStop bool `json:",omitempty"`
 }
 
 // Snapshot is everything a policy may look at.
@@ -64,6 +155,37 @@ type Snapshot struct {
 	// FastestFirst optionally caches TypesFastestFirst for drivers that plan
 	// many rounds over the same matrix and cluster; nil means compute it.
 	FastestFirst []string
+
+	// fits caches JobRate's feasibility per job and type.
+	fits map[string]map[string]bool
+}
+
+// JobRate is job j's whole-job rate on GPU type h with workers GPUs, or 0
+// when its shape does not allow h or no nodes of type h in the snapshot can
+// hold its gang: the rate every policy ranks types by.
+func (s *Snapshot) JobRate(j *Job, h string, workers int) float64 {
+	if !j.Shape.Free() {
+		if !j.Shape.AllowsType(h) {
+			return 0
+		}
+		byType := s.fits[j.ID]
+		if byType == nil {
+			if s.fits == nil {
+				s.fits = map[string]map[string]bool{}
+			}
+			byType = map[string]bool{}
+			s.fits[j.ID] = byType
+		}
+		ok, seen := byType[h]
+		if !seen {
+			ok = j.Shape.FitsType(s.Nodes, h, j.Workers)
+			byType[h] = ok
+		}
+		if !ok {
+			return 0
+		}
+	}
+	return s.Throughput.Rate(j.Type, h, workers)
 }
 
 // Plan assigns tasks to jobs for the next round. A job absent from

@@ -109,7 +109,9 @@ func (f *fifoAllocator) allocate(in *gavelInput) (allocation, error) {
 		queue = queue[1:]
 		var fits []int // indexes into free
 		for k, h := range free {
-			if available[h] >= in.Scale[i] {
+			// Only types it can run on: a request for one GPU type (or
+			// nodes of one type) never draws another.
+			if available[h] >= in.Scale[i] && thr(i, h) > 0 {
 				fits = append(fits, k)
 			}
 		}
@@ -118,7 +120,7 @@ func (f *fifoAllocator) allocate(in *gavelInput) (allocation, error) {
 		}
 		r := f.rng.IntN(len(fits))
 		h := free[fits[r]]
-		if f.gavelQuirk {
+		if f.gavelQuirk && thr(i, free[len(free)-1]) > 0 {
 			h = free[len(free)-1] // the stale loop variable
 		}
 		if thr(i, h) <= 0 {
