@@ -259,6 +259,14 @@ func (b *Bridge) Cycle(ctx context.Context) (RoundReport, error) {
 	if err != nil {
 		return b.failRound(ctx, rep, fmt.Errorf("observe nodes: %w", err))
 	}
+	// Without scontrol's records the round goes on from squeue alone: jobs
+	// whose request only scontrol shows wait (see ViewInput.Details).
+	var details map[string]slurm.JobDetail
+	if ds, err := b.deps.Cluster.JobDetails(ctx); err != nil {
+		log.Warn("could not read the jobs' details; requests are read from squeue alone this round", "err", err)
+	} else {
+		details = slurm.JoinDetails(jobs, ds)
+	}
 	tp, err := b.deps.Store.Throughputs(ctx)
 	if err != nil {
 		return b.failRound(ctx, rep, fmt.Errorf("throughputs: %w", err))
@@ -273,7 +281,7 @@ func (b *Bridge) Cycle(ctx context.Context) (RoundReport, error) {
 	}
 	resolved := map[string]string{}
 	view := BuildView(ViewInput{
-		Now: now, Jobs: jobs, Nodes: nodes,
+		Now: now, Jobs: jobs, Nodes: nodes, Details: details,
 		ResolveGPU: func(site string) (string, error) {
 			if t, ok := resolved[site]; ok {
 				return t, nil
@@ -298,7 +306,8 @@ func (b *Bridge) Cycle(ctx context.Context) (RoundReport, error) {
 
 	// Solve and check.
 	solveStart := clock.Now()
-	snap := BuildSnapshot(view, tp, progress, SnapshotParams{Round: cfg.Round.Duration, DefaultDuration: cfg.DefaultDuration.Duration})
+	snap := BuildSnapshot(view, tp, progress, SnapshotParams{Round: cfg.Round.Duration,
+		DefaultDuration: cfg.DefaultDuration.Duration, Preemption: cfg.Preemption})
 	rep.Snapshot = snap
 	plan, perr := policy.Plan(snap)
 	if perr == nil {

@@ -18,6 +18,9 @@ type Cluster interface {
 	Jobs(ctx context.Context) ([]slurm.Job, error)
 	// Nodes lists the nodes (slurm.NodeQueryArgs: one scontrol show node).
 	Nodes(ctx context.Context) ([]slurm.Node, error)
+	// JobDetails reads every job's full request (slurm.JobDetailQueryArgs:
+	// one scontrol show job).
+	JobDetails(ctx context.Context) ([]slurm.JobDetail, error)
 	// PlaceOnNodes pins one pending job to nodes (scontrol update JobId=X NodeList=...).
 	PlaceOnNodes(ctx context.Context, id string, nodes []string) error
 	// UpdateJobs sets fields of several jobs in one call.

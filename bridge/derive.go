@@ -333,25 +333,16 @@ func Derive(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams
 		reason := "the policy's placement"
 		if !ok || !fits(target, jv.GPUsPerNode) {
 			planned := tasksString(tasks)
-			target = nil
-			for _, t := range types {
-				if nodes := fitNodes(t, jv.NumNodes, jv.GPUsPerNode, s.Nodes, occ, capacity); nodes != nil {
-					target = nodes
-					break
-				}
-			}
+			free := freeNodes(s, d.Plan, snapJobs, occ, capacity)
+			target = fitNodes(snapJobs[jv.ID], free, types)
 			reason = fmt.Sprintf("planned %s; re-shaped to the job's request of %d node(s) x %d GPUs", planned, jv.NumNodes, jv.GPUsPerNode)
 			if target == nil {
 				// The planned type is busy (typically: running jobs the
 				// policy meant to move or stop were kept). Like the
 				// policy's own second pass, use free GPUs of another type,
 				// the job's fastest first.
-				for _, t := range typesByRate(s, jv, s.Throughput) {
-					if nodes := fitNodes(t, jv.NumNodes, jv.GPUsPerNode, s.Nodes, occ, capacity); nodes != nil {
-						target = nodes
-						reason = fmt.Sprintf("planned %s, which is not free (running jobs kept); placed on the next fastest free GPU type", planned)
-						break
-					}
+				if target = fitNodes(snapJobs[jv.ID], free, typesByRate(s, jv, s.Throughput)); target != nil {
+					reason = fmt.Sprintf("planned %s, which is not free (running jobs kept); placed on the next fastest free GPU type", planned)
 				}
 			}
 			if target == nil {
@@ -575,34 +566,53 @@ func typesByRate(s *optimizer.Snapshot, jv *JobView, tp optimizer.Throughputs) [
 	return out
 }
 
-// fitNodes finds k nodes of GPU type t with g GPUs free each, tightest
-// first (best fit), or nil.
-func fitNodes(t string, k, g int, nodes []optimizer.Node, occ, capacity map[string]int) []string {
-	type room struct {
-		name string
-		free int
-	}
-	var rs []room
-	for _, n := range nodes {
-		if n.Type != t {
+// freeNodes is what is left of the snapshot's nodes once the plan so far
+// (d.Plan) and occ hold their GPUs: GPUs from occ, CPUs and memory from the
+// shapes of the jobs in the plan.
+func freeNodes(s *optimizer.Snapshot, plan *optimizer.Plan, jobs map[string]*optimizer.Job, occ, capacity map[string]int) []optimizer.Node {
+	cpus, mem := map[string]int{}, map[string]int64{}
+	for id, tasks := range plan.Assignments {
+		j := jobs[id]
+		if j == nil {
 			continue
 		}
-		if f := capacity[n.Name] - occ[n.Name]; f >= g {
-			rs = append(rs, room{n.Name, f})
+		for _, t := range tasks {
+			cpus[t.Node] += j.Shape.CPUsPerNode
+			mem[t.Node] += j.Shape.MemMBPerNode
 		}
 	}
-	if len(rs) < k {
+	var out []optimizer.Node
+	for _, n := range s.Nodes {
+		f := capacity[n.Name] - occ[n.Name]
+		c, m := n.CPUs-cpus[n.Name], n.MemMB-mem[n.Name]
+		if f <= 0 || (n.CPUs > 0 && c <= 0) || (n.MemMB > 0 && m <= 0) {
+			continue
+		}
+		if n.CPUs == 0 {
+			c = 0
+		}
+		if n.MemMB == 0 {
+			m = 0
+		}
+		out = append(out, optimizer.Node{Name: n.Name, Type: n.Type, GPUs: f, CPUs: c, MemMB: m})
+	}
+	return out
+}
+
+// fitNodes places the job's request on the free nodes, trying types in
+// order, by the optimizer's one placement rule; it returns the node names,
+// sorted, or nil.
+func fitNodes(j *optimizer.Job, free []optimizer.Node, types []string) []string {
+	if j == nil {
 		return nil
 	}
-	sort.SliceStable(rs, func(a, b int) bool {
-		if rs[a].free != rs[b].free {
-			return rs[a].free < rs[b].free
-		}
-		return rs[a].name < rs[b].name
-	})
-	out := make([]string, k)
-	for i := range out {
-		out[i] = rs[i].name
+	tasks := optimizer.PlaceOn(j, free, types)
+	if tasks == nil {
+		return nil
+	}
+	out := make([]string, 0, len(tasks))
+	for _, t := range tasks {
+		out = append(out, t.Node)
 	}
 	sort.Strings(out)
 	return out

@@ -181,9 +181,9 @@ func TestDerive(t *testing.T) {
 			want: []string{
 				`scontrol update JobId=1,2 AdminComment="hadar: bad hadar tag: steps: \"-5\": want a number > 0; released to Slurm's scheduler"`,
 				`scontrol update JobId=3 AdminComment="hadar: unknown model \"nope\"; released to Slurm's scheduler"`,
-				`scontrol update JobId=4 AdminComment="hadar: the job asks for no GPUs (submit with --gres=gpu:N; --gpus is not supported); released to Slurm's scheduler"`,
-				`scontrol update JobId=6 AdminComment="hadar: no throughput known for \"p\" with 1 GPUs on this cluster's GPU types; released to Slurm's scheduler"`,
-				`scontrol update JobId=7 AdminComment="hadar: no node hadar uses can hold 1 node(s) x 9 GPUs; released to Slurm's scheduler"`,
+				`scontrol update JobId=4 AdminComment="hadar: the job asks for no GPUs (submit with --gres=gpu:N, --gpus=N, --gpus-per-node=N or --gpus-per-task=N); released to Slurm's scheduler"`,
+				`scontrol update JobId=6 AdminComment="hadar: no throughput known for \"p\" with 1 GPUs on this cluster's live GPU types; released to Slurm's scheduler"`,
+				`scontrol update JobId=7 AdminComment="hadar: no live node hadar uses can hold 1 node(s) x 9 GPUs among the nodes it may use (rated types: k80, v100); released to Slurm's scheduler"`,
 				"scontrol release 1,2,3,4,6,7",
 			},
 			kinds: map[string]DecisionKind{"1": DecidePassThrough, "2": DecidePassThrough, "3": DecidePassThrough,
@@ -284,7 +284,7 @@ func TestDerive(t *testing.T) {
 			for id, n := range tt.ranOn {
 				v.Job(id).RanOn = n
 			}
-			snap := BuildSnapshot(v, testMatrix(), nil, SnapshotParams{Round: time.Minute, DefaultDuration: time.Hour})
+			snap := BuildSnapshot(v, testMatrix(), nil, SnapshotParams{Round: time.Minute, DefaultDuration: time.Hour, Preemption: tt.params.Preemption})
 			var p *optimizer.Plan
 			if tt.plan != nil {
 				p = &optimizer.Plan{Assignments: tt.plan}

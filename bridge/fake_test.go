@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -34,10 +35,13 @@ type fakeCluster struct {
 }
 
 type fakeNode struct {
-	name  string
-	gtype string
-	gpus  int
-	state string
+	name     string
+	gtype    string
+	gpus     int
+	state    string
+	features []string
+	cpus     int   // 0: not reported
+	mem      int64 // MB; 0: not reported
 }
 
 type fakeJob struct {
@@ -56,6 +60,13 @@ type fakeJob struct {
 	admin    string
 	releases int
 	restarts int
+	// The rest of the request, as scontrol shows it: --gpus (total),
+	// --constraint, --exclude, CPUs and memory per node.
+	gpusPerJob int
+	features   string
+	exclude    string
+	cpus       int
+	mem        int64
 }
 
 func newFakeCluster(nodes ...string) *fakeCluster {
@@ -143,7 +154,16 @@ func (f *fakeCluster) schedule(j *fakeJob) {
 	var pick []string
 	for _, name := range cands {
 		n := f.node(name)
-		if n != nil && n.gpus-f.used(name) >= j.gpus {
+		if n != nil && !f.allows(j, n) {
+			if len(j.reqNodes) > 0 {
+				// Slurm: a job pinned to a node its own request rules out.
+				j.reason = "BadConstraints"
+				return
+			}
+			continue
+		}
+		if n != nil && n.gpus-f.used(name) >= j.gpus && f.cpusFree(n) >= j.cpus && f.memFree(n) >= j.mem &&
+			!strings.Contains(n.state, "DRAIN") && !strings.Contains(n.state, "DOWN") {
 			pick = append(pick, name)
 		}
 		if len(pick) == j.numNodes {
@@ -155,6 +175,50 @@ func (f *fakeCluster) schedule(j *fakeJob) {
 		return
 	}
 	j.state, j.reason, j.nodes = "RUNNING", "None", pick
+}
+
+// allows is Slurm's check of a job's own limits against a node.
+func (f *fakeCluster) allows(j *fakeJob, n *fakeNode) bool {
+	if j.exclude != "" {
+		for _, x := range strings.Split(j.exclude, ",") {
+			if x == n.name {
+				return false
+			}
+		}
+	}
+	if j.features != "" && !slices.Contains(n.features, j.features) {
+		return false
+	}
+	if j.typed != "" && j.typed != n.gtype {
+		return false
+	}
+	return (n.cpus == 0 || n.cpus >= j.cpus) && (n.mem == 0 || n.mem >= j.mem)
+}
+
+func (f *fakeCluster) cpusFree(n *fakeNode) int {
+	if n.cpus == 0 {
+		return 1 << 30
+	}
+	left := n.cpus
+	for _, j := range f.jobs {
+		if j.state == "RUNNING" && slices.Contains(j.nodes, n.name) {
+			left -= j.cpus
+		}
+	}
+	return left
+}
+
+func (f *fakeCluster) memFree(n *fakeNode) int64 {
+	if n.mem == 0 {
+		return 1 << 40
+	}
+	left := n.mem
+	for _, j := range f.jobs {
+		if j.state == "RUNNING" && slices.Contains(j.nodes, n.name) {
+			left -= j.mem
+		}
+	}
+	return left
 }
 
 func (f *fakeCluster) record(call string) error {
@@ -196,12 +260,38 @@ func (f *fakeCluster) Jobs(ctx context.Context) ([]slurm.Job, error) {
 			continue
 		}
 		g := []slurm.GRES{{Name: "gpu", Type: j.typed, Count: j.gpus}}
-		if j.gpus == 0 {
-			g = nil
+		if j.gpus == 0 || j.gpusPerJob > 0 {
+			g = nil // squeue %b shows N/A for --gpus
 		}
 		sj := slurm.Job{JobID: id, ArrayJobID: id, User: j.user, State: j.state, NumNodes: j.numNodes,
 			SubmitTime: j.submit, Gres: g, Nodes: j.nodes, NodeList: strings.Join(j.nodes, ","), Reason: j.reason, Comment: j.comment}
 		out = append(out, sj)
+	}
+	return out, nil
+}
+
+func (f *fakeCluster) JobDetails(ctx context.Context) ([]slurm.JobDetail, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fail["JobDetails"]; err != nil {
+		return nil, err
+	}
+	var out []slurm.JobDetail
+	for _, id := range f.order {
+		j := f.jobs[id]
+		if j.state != "PENDING" && j.state != "RUNNING" {
+			continue
+		}
+		d := slurm.JobDetail{JobID: id, UserName: j.user, JobState: j.state, Comment: j.comment,
+			NumTasks: 1, Partition: "gpu", Features: j.features, ExcNodeList: j.exclude,
+			MinCPUsNode: max(j.cpus, 1), MinMemoryNodeMB: j.mem}
+		switch {
+		case j.gpusPerJob > 0:
+			d.TresPerJob = []slurm.GRES{{Name: "gpu", Type: j.typed, Count: j.gpusPerJob}}
+		case j.gpus > 0:
+			d.TresPerNode = []slurm.GRES{{Name: "gpu", Type: j.typed, Count: j.gpus}}
+		}
+		out = append(out, d)
 	}
 	return out, nil
 }
@@ -216,9 +306,17 @@ func (f *fakeCluster) Nodes(ctx context.Context) ([]slurm.Node, error) {
 	var out []slurm.Node
 	for _, n := range f.nodes {
 		st, flags := slurm.ParseNodeState(n.state)
-		out = append(out, slurm.Node{Name: n.name, State: st, Flags: flags, RawState: n.state,
-			Gres:     []slurm.GRES{{Name: "gpu", Type: n.gtype, Count: n.gpus}},
-			GresUsed: []slurm.GRES{{Name: "gpu", Type: n.gtype, Count: f.used(n.name)}}})
+		sn := slurm.Node{Name: n.name, State: st, Flags: flags, RawState: n.state,
+			Gres:       []slurm.GRES{{Name: "gpu", Type: n.gtype, Count: n.gpus}},
+			GresUsed:   []slurm.GRES{{Name: "gpu", Type: n.gtype, Count: f.used(n.name)}},
+			Partitions: []string{"gpu"}, Features: n.features, CPUTot: n.cpus, RealMemory: n.mem}
+		if n.cpus > 0 {
+			sn.CPUAlloc = n.cpus - f.cpusFree(n)
+		}
+		if n.mem > 0 {
+			sn.AllocMem = n.mem - f.memFree(n)
+		}
+		out = append(out, sn)
 	}
 	return out, nil
 }

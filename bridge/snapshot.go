@@ -36,6 +36,9 @@ type SnapshotParams struct {
 	// DefaultDuration is the run time assumed, on the job's fastest GPU
 	// type, for a job that gives no steps=.
 	DefaultDuration time.Duration
+	// Preemption is the site's setting: without it no running job may be
+	// stopped (optimizer.Job.NoStop), only moved.
+	Preemption bool
 }
 
 // BuildSnapshot turns a view into the optimizer's input: one Node per
@@ -44,8 +47,10 @@ type SnapshotParams struct {
 func BuildSnapshot(v *View, tp optimizer.Throughputs, progress map[string]JobProgress, p SnapshotParams) *optimizer.Snapshot {
 	s := &optimizer.Snapshot{Now: v.Now, Round: p.Round, Throughput: tp}
 	for _, n := range v.Nodes {
-		if a := n.Available(); a > 0 {
-			s.Nodes = append(s.Nodes, optimizer.Node{Name: n.Name, Type: n.Type, GPUs: a})
+		cpus, cpuLeft := n.AvailableCPUs()
+		mem, memLeft := n.AvailableMem()
+		if a := n.Available(); a > 0 && cpuLeft && memLeft {
+			s.Nodes = append(s.Nodes, optimizer.Node{Name: n.Name, Type: n.Type, GPUs: a, CPUs: cpus, MemMB: mem})
 		}
 	}
 	types := map[string]bool{}
@@ -80,9 +85,11 @@ func BuildSnapshot(v *View, tp optimizer.Throughputs, progress map[string]JobPro
 			ID: jv.ID, Type: jv.Model, Workers: jv.Workers, Arrival: arrival,
 			TotalSteps: total, RemainingSteps: remaining, Weight: weight,
 			Attained: pr.Attained, Executed: pr.Executed, MaxCopies: jv.Tag.Copies,
+			Shape: jv.Request.Shape(),
 		}
 		if jv.Class == ClassRunning {
 			j.Current = currentTasks(v, jv)
+			j.NoStop = !p.Preemption
 		}
 		s.Jobs = append(s.Jobs, j)
 	}

@@ -134,9 +134,10 @@ func TestSnapshotFromFixtures(t *testing.T) {
 			Now: v.Now, Round: 6 * time.Minute, Throughput: tp,
 			// GPUs used by other people's jobs (GresUsed, including the
 			// --gpus job 13 that squeue shows as N/A) are not offered.
-			Nodes: []optimizer.Node{{Name: "node2", Type: "v100", GPUs: 1}, {Name: "node5", Type: "k80", GPUs: 4}},
+			// CPUs and memory are what Slurm's CPUAlloc and AllocMem leave.
+			Nodes: []optimizer.Node{{Name: "node2", Type: "v100", GPUs: 1, CPUs: 5, MemMB: 4000}, {Name: "node5", Type: "k80", GPUs: 4, CPUs: 8, MemMB: 4000}},
 			Jobs: []optimizer.Job{{ID: "8", Type: "ResNet-50 (batch size 64)", Workers: 2, Arrival: submit,
-				TotalSteps: 1000, RemainingSteps: 1000, Weight: 1}},
+				TotalSteps: 1000, RemainingSteps: 1000, Weight: 1, Shape: optimizer.Shape{Nodes: 1, GPUsPerNode: 2}}},
 		}
 		if diff := cmp.Diff(want, snap, cmpopts.IgnoreFields(optimizer.Snapshot{}, "Throughput")); diff != "" {
 			t.Errorf("snapshot (-want +got):\n%s", diff)
@@ -184,8 +185,10 @@ func TestSnapshotFromFixtures(t *testing.T) {
 		}
 		snap := BuildSnapshot(v, tp, nil, SnapshotParams{Round: time.Minute, DefaultDuration: time.Hour})
 		// Running hadar jobs' GPUs are the plan's to hand out again.
-		wantNodes := []optimizer.Node{{Name: "node2", Type: "v100", GPUs: 1}, {Name: "node3", Type: "p100", GPUs: 4},
-			{Name: "node4", Type: "k80", GPUs: 1}, {Name: "node5", Type: "k80", GPUs: 4}}
+		// Without scontrol's records (none here) a running job's CPUs are
+		// not known, so they stay counted as used (node3's job 9).
+		wantNodes := []optimizer.Node{{Name: "node2", Type: "v100", GPUs: 1, CPUs: 5, MemMB: 4000}, {Name: "node3", Type: "p100", GPUs: 4, CPUs: 7, MemMB: 4000},
+			{Name: "node4", Type: "k80", GPUs: 1, CPUs: 5, MemMB: 4000}, {Name: "node5", Type: "k80", GPUs: 4, CPUs: 8, MemMB: 4000}}
 		if diff := cmp.Diff(wantNodes, snap.Nodes); diff != "" {
 			t.Errorf("nodes (-want +got):\n%s", diff)
 		}
@@ -214,7 +217,7 @@ func TestSnapshotFromFixtures(t *testing.T) {
 			t.Errorf("nodes (-want +got):\n%s", diff)
 		}
 		snap := BuildSnapshot(v, tp, nil, SnapshotParams{Round: time.Minute, DefaultDuration: time.Hour})
-		if diff := cmp.Diff([]optimizer.Node{{Name: "gpu-v100-02", Type: "v100", GPUs: 4}}, snap.Nodes); diff != "" {
+		if diff := cmp.Diff([]optimizer.Node{{Name: "gpu-v100-02", Type: "v100", GPUs: 4, CPUs: 8, MemMB: 4000}}, snap.Nodes); diff != "" {
 			t.Errorf("snapshot nodes (-want +got):\n%s", diff)
 		}
 		if len(snap.Jobs) != 1 || snap.Jobs[0].ID != "6" || snap.Jobs[0].Workers != 2 {

@@ -93,6 +93,8 @@ type JobView struct {
 	// CopyOf is the copies job (CopyGroup.ID, the array id) this array
 	// task is a copy of; "" for other jobs (copies.go).
 	CopyOf string
+	// Request is the tagged job's whole request (request.go).
+	Request Request
 }
 
 // NodeView is one node as the bridge understands it.
@@ -113,6 +115,33 @@ type NodeView struct {
 	// Usable says whether hadar places work here; Why says why not.
 	Usable bool
 	Why    string
+	// Transient: not usable now only because it does not answer (not
+	// drained, not down by an admin): it counts for what jobs can run.
+	Transient bool
+	// CPUTot/CPUAlloc and MemTot/MemAlloc (MB) are Slurm's figures (0: not
+	// reported); HadarCPUs/HadarMem are held by running hadar jobs hadar may
+	// re-plan, ReservedCPUs/ReservedMem by launching ones.
+	CPUTot, CPUAlloc, HadarCPUs, ReservedCPUs int
+	MemTot, MemAlloc, HadarMem, ReservedMem   int64
+}
+
+// AvailableCPUs is the CPUs the policy may hand out on the node (0: not
+// tracked), and whether any are left.
+func (n NodeView) AvailableCPUs() (int, bool) {
+	if n.CPUTot <= 0 {
+		return 0, true
+	}
+	a := n.CPUTot - (n.CPUAlloc - n.HadarCPUs) - n.ReservedCPUs
+	return max(a, 0), a > 0
+}
+
+// AvailableMem is AvailableCPUs for memory (MB).
+func (n NodeView) AvailableMem() (int64, bool) {
+	if n.MemTot <= 0 {
+		return 0, true
+	}
+	a := n.MemTot - (n.MemAlloc - n.HadarMem) - n.ReservedMem
+	return max(a, 0), a > 0
 }
 
 // Available is the number of GPUs the policy may hand out on the node:
@@ -176,6 +205,11 @@ type ViewInput struct {
 	// Throughput is the matrix: a model with no rate on any usable GPU
 	// type is passed through.
 	Throughput optimizer.Throughputs
+	// Details are scontrol's records of the jobs, by Job.ID
+	// (slurm.JoinDetails); nil when they could not be read this round, and
+	// then requests are read from squeue alone (no --gpus, features,
+	// --exclude, CPUs or memory).
+	Details map[string]slurm.JobDetail
 	// Placed are the jobs hadar placed and released, from the state
 	// database (launching jobs).
 	Placed map[string]Placed
@@ -194,7 +228,8 @@ func BuildView(in ViewInput) *View {
 		note = func(string, string) {}
 	}
 	for _, n := range in.Nodes {
-		nv := NodeView{Name: n.Name, State: n.State, Schedulable: n.Schedulable(), SiteTypes: map[string]int{}}
+		nv := NodeView{Name: n.Name, State: n.State, Schedulable: n.Schedulable(), SiteTypes: map[string]int{},
+			CPUTot: n.CPUTot, CPUAlloc: n.CPUAlloc, MemTot: n.RealMemory, MemAlloc: n.AllocMem}
 		for site, c := range slurm.GPUsByType(n.Gres) {
 			nv.SiteTypes[site] += c
 			nv.Total += c
@@ -207,6 +242,7 @@ func BuildView(in ViewInput) *View {
 			nv.Why = "no GPUs"
 		case !nv.Schedulable:
 			nv.Why = "not schedulable (" + n.RawState + ")"
+			nv.Transient = transientNode(n)
 			// Its type still counts for what the cluster can run (a node
 			// is down or drained for a while, e.g. every node answers
 			// late just after slurmctld restarts): jobs wait for it
@@ -242,15 +278,7 @@ func BuildView(in ViewInput) *View {
 		v.node[v.Nodes[i].Name] = &v.Nodes[i]
 	}
 
-	// GPU types the cluster could ever run a job on (usable nodes, and
-	// nodes hadar would use but that are down or drained now), for the
-	// rated and feasibility checks.
-	usableTypes := map[string]bool{}
-	for _, n := range v.Nodes {
-		if n.Type != "" {
-			usableTypes[n.Type] = true
-		}
-	}
+	live := v.liveNodes()
 
 	for i := range in.Jobs {
 		j := &in.Jobs[i]
@@ -269,7 +297,11 @@ func BuildView(in ViewInput) *View {
 		}
 		jv.Tagged = true
 		jv.RanOn = in.RanOn[jv.ID]
-		jv.Problem = v.classifyTagged(j, jv, in, usableTypes, note)
+		var detail *slurm.JobDetail
+		if d, ok := in.Details[jv.ID]; ok {
+			detail = &d
+		}
+		jv.Problem = v.classifyTagged(j, detail, jv, in, in.Nodes, live, note)
 		if jv.Problem != "" {
 			jv.Class = ClassPassThrough
 			jv.Nodes = j.Nodes
@@ -327,8 +359,12 @@ func BuildView(in ViewInput) *View {
 			switch jv.Class {
 			case ClassRunning:
 				n.Hadar += jv.GPUsPerNode
+				n.HadarCPUs += jv.Request.CPUsPerNode
+				n.HadarMem += jv.Request.MemMBPerNode
 			case ClassLaunching:
 				n.Reserved += jv.GPUsPerNode
+				n.ReservedCPUs += jv.Request.CPUsPerNode
+				n.ReservedMem += jv.Request.MemMBPerNode
 			}
 		}
 	}
@@ -344,7 +380,8 @@ func nodesUnavailable(reason string) bool {
 
 // classifyTagged reads a tagged job's tag and request and returns why
 // hadar cannot schedule it ("" if it can).
-func (v *View) classifyTagged(j *slurm.Job, jv *JobView, in ViewInput, usableTypes map[string]bool, note func(string, string)) string {
+func (v *View) classifyTagged(j *slurm.Job, d *slurm.JobDetail, jv *JobView, in ViewInput, nodes []slurm.Node,
+	live []optimizer.Node, note func(string, string)) string {
 	if j.CommentTruncated {
 		return "the comment is longer than squeue shows (512 bytes); shorten the tag"
 	}
@@ -356,16 +393,12 @@ func (v *View) classifyTagged(j *slurm.Job, jv *JobView, in ViewInput, usableTyp
 		return err.Error()
 	}
 	jv.Tag = tag
-	gpus := slurm.GPUsByType(j.Gres)
-	for t, c := range gpus {
-		if t != "" && c > 0 {
-			return fmt.Sprintf("the job asks for a GPU type (%s); hadar places untyped --gres=gpu:N requests and chooses the type", slurm.GRES{Name: "gpu", Type: t, Count: c})
-		}
+	req, problem := v.readRequest(j, d, jv, in, nodes)
+	jv.Request = req
+	if problem != "" {
+		return problem
 	}
-	jv.GPUsPerNode = gpus[""]
-	if jv.GPUsPerNode <= 0 {
-		return "the job asks for no GPUs (submit with --gres=gpu:N; --gpus is not supported)"
-	}
+	jv.GPUsPerNode = req.GPUsPerNode
 	jv.Workers = jv.GPUsPerNode * jv.NumNodes
 	model := tag.Model
 	var jt string
@@ -384,37 +417,23 @@ func (v *View) classifyTagged(j *slurm.Job, jv *JobView, in ViewInput, usableTyp
 		jt = in.DefaultModel
 	}
 	jv.Model = jt
-	rated := false
-	for t := range usableTypes {
-		if in.Throughput.Rate(jt, t, jv.Workers) > 0 {
-			rated = true
-		}
-	}
-	if !rated {
-		return fmt.Sprintf("no throughput known for %q with %d GPUs on this cluster's GPU types", jt, jv.Workers)
-	}
-	if !v.feasible(jv) {
-		return fmt.Sprintf("no node hadar uses can hold %d node(s) x %d GPUs", jv.NumNodes, jv.GPUsPerNode)
-	}
-	return ""
+	return v.infeasible(jv, in.Throughput, live)
 }
 
-// feasible reports whether the job's request fits the nodes of one GPU
-// type hadar uses (usable now, or down or drained for now) when they are
-// empty.
-func (v *View) feasible(jv *JobView) bool {
-	byType := map[string]int{}
-	for _, n := range v.Nodes {
-		if n.Type != "" && n.Total >= jv.GPUsPerNode {
-			byType[n.Type]++
+// transientNode reports whether a node is out only because it does not
+// answer: not responding or down with no admin's drain, as every node is
+// for a while after slurmctld restarts.
+func transientNode(n slurm.Node) bool {
+	notResponding := false
+	for _, f := range n.Flags {
+		switch f {
+		case "DRAIN", "MAINTENANCE", "REBOOT_REQUESTED", "REBOOT_ISSUED", "POWERED_DOWN", "POWERING_DOWN":
+			return false
+		case "NOT_RESPONDING":
+			notResponding = true
 		}
 	}
-	for _, c := range byType {
-		if c >= jv.NumNodes {
-			return true
-		}
-	}
-	return false
+	return notResponding && n.State != "drained" && n.State != "draining"
 }
 
 // placementString renders a node list with GPUs per node, for logs and the

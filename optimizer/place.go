@@ -267,3 +267,17 @@ func currentType(tasks []Task) string {
 	}
 	return h
 }
+
+// PlaceOn lays job j's gang out on nodes (their GPUs, CPUs and memory taken
+// as free) on the first of types that holds it, as every policy places it,
+// or returns nil. The bridge uses it for the rare placement it must choose
+// itself, so that rule too is written once.
+func PlaceOn(j *Job, nodes []Node, types []string) []Task {
+	p := newFreePool(nodes)
+	for _, h := range types {
+		if tasks := p.take(j, h); tasks != nil {
+			return tasks
+		}
+	}
+	return nil
+}

@@ -155,35 +155,14 @@ type Snapshot struct {
 	// FastestFirst optionally caches TypesFastestFirst for drivers that plan
 	// many rounds over the same matrix and cluster; nil means compute it.
 	FastestFirst []string
-
-	// fits caches JobRate's feasibility per job and type.
-	fits map[string]map[string]bool
 }
 
 // JobRate is job j's whole-job rate on GPU type h with workers GPUs, or 0
 // when its shape does not allow h or no nodes of type h in the snapshot can
 // hold its gang: the rate every policy ranks types by.
 func (s *Snapshot) JobRate(j *Job, h string, workers int) float64 {
-	if !j.Shape.Free() {
-		if !j.Shape.AllowsType(h) {
-			return 0
-		}
-		byType := s.fits[j.ID]
-		if byType == nil {
-			if s.fits == nil {
-				s.fits = map[string]map[string]bool{}
-			}
-			byType = map[string]bool{}
-			s.fits[j.ID] = byType
-		}
-		ok, seen := byType[h]
-		if !seen {
-			ok = j.Shape.FitsType(s.Nodes, h, j.Workers)
-			byType[h] = ok
-		}
-		if !ok {
-			return 0
-		}
+	if !j.Shape.Free() && !j.Shape.FitsType(s.Nodes, h, j.Workers) {
+		return 0
 	}
 	return s.Throughput.Rate(j.Type, h, workers)
 }

@@ -5,7 +5,42 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 )
+
+// ParseMemoryMB reads a Slurm memory size ("3900M", "4G", "0", "512K",
+// "1T"; a bare number is MB) as megabytes.
+func ParseMemoryMB(s string) (int64, error) {
+	if s == "" || s == "N/A" {
+		return 0, nil
+	}
+	mult := 1.0
+	switch s[len(s)-1] {
+	case 'K', 'k':
+		mult = 1.0 / 1024
+	case 'M', 'm':
+	case 'G', 'g':
+		mult = 1024
+	case 'T', 't':
+		mult = 1024 * 1024
+	default:
+		if s[len(s)-1] < '0' || s[len(s)-1] > '9' {
+			return 0, fmt.Errorf("%w: not a memory size", ErrMalformed)
+		}
+		mult = 0
+	}
+	num := s
+	if mult != 0 {
+		num = s[:len(s)-1]
+	} else {
+		mult = 1
+	}
+	x, err := strconv.ParseFloat(num, 64)
+	if err != nil || x < 0 || x > 1e12 || strings.ContainsAny(num, "eE+-nNiI") {
+		return 0, fmt.Errorf("%w: not a memory size", ErrMalformed)
+	}
+	return int64(x*mult + 0.5), nil
+}
 
 // JobDetailQueryArgs is the argv of the command that gives per-node GRES
 // with device indexes (-d) for every job, one line per job (-o), all
@@ -42,8 +77,23 @@ type JobDetail struct {
 	NodeGres []NodeGRES
 	// TresPerNode and TresPerJob are the GRES requests ("gres:gpu:2"), parsed.
 	// A job submitted with --gpus has TresPerJob and no TresPerNode.
-	TresPerNode  []GRES
-	TresPerJob   []GRES
+	TresPerNode []GRES
+	TresPerJob  []GRES
+	// TresPerTask is --gpus-per-task ("gres:gpu:1", or in 24.11
+	// "gres/gpu:1"); NumTasks the job's task count.
+	TresPerTask []GRES
+	NumTasks    int
+	// Partition is the job's partition list ("gpu" or "a,b").
+	Partition string
+	// Features is the --constraint expression ("" for none).
+	Features string
+	// MinCPUsNode is the CPUs the job needs on each node; MinMemoryNodeMB
+	// (--mem) or MinMemoryCPUMB (--mem-per-cpu) its memory, 0 if unset.
+	MinCPUsNode     int
+	MinMemoryNodeMB int64
+	MinMemoryCPUMB  int64
+	// TimeLimit is the job's --time (0: none or unlimited).
+	TimeLimit    time.Duration
 	Comment      string
 	AdminComment string
 	WorkDir      string
@@ -257,6 +307,44 @@ func buildJobDetail(pairs []kvPair) (JobDetail, []*ParseError, bool) {
 			if g.Gres, err = ParseGRES(p.Val); err != nil {
 				soft("GRES", p.Val, err)
 			}
+		}
+	}
+	if s, ok := v["TresPerTask"]; ok {
+		if d.TresPerTask, err = ParseGRES(s); err != nil {
+			soft("TresPerTask", s, err)
+		}
+	}
+	d.Partition = nullable(v["Partition"])
+	d.Features = nullable(v["Features"])
+	for _, f := range []struct {
+		key string
+		dst *int
+	}{{"NumTasks", &d.NumTasks}, {"MinCPUsNode", &d.MinCPUsNode}} {
+		if s, ok := v[f.key]; ok && s != "N/A" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 0 {
+				soft(f.key, s, fmt.Errorf("not a count"))
+				continue
+			}
+			*f.dst = n
+		}
+	}
+	for _, f := range []struct {
+		key string
+		dst *int64
+	}{{"MinMemoryNode", &d.MinMemoryNodeMB}, {"MinMemoryCPU", &d.MinMemoryCPUMB}} {
+		if s, ok := v[f.key]; ok {
+			mb, err := ParseMemoryMB(s)
+			if err != nil {
+				soft(f.key, s, err)
+				continue
+			}
+			*f.dst = mb
+		}
+	}
+	if s, ok := v["TimeLimit"]; ok {
+		if d.TimeLimit, err = parseSlurmDuration(s); err != nil {
+			soft("TimeLimit", s, err)
 		}
 	}
 	d.Comment = v["Comment"]

@@ -3,6 +3,7 @@ package slurm
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -33,6 +34,7 @@ func TestParseJobDetails(t *testing.T) {
 	v100 := func(n int, idx ...int) GRES { return GRES{Name: "gpu", Type: "v100", Count: n, Indexes: idx} }
 	base := JobDetail{JobID: "6", Name: "train", UserName: "alice", UserID: 1001, JobState: "RUNNING", Reason: "None",
 		Restarts: 1, BatchFlag: 1, ReqNodeList: "node[1-2]", NodeList: "node[1-2]",
+		NumTasks: 2, Partition: "gpu", MinCPUsNode: 1, TimeLimit: 365 * 24 * time.Hour,
 		JobGres: []GRES{{Name: "gpu", Type: "v100", Count: 2}},
 		NodeGres: []NodeGRES{
 			{Nodes: []string{"node1"}, CPUIDs: "2", Gres: []GRES{v100(1, 3)}},
@@ -71,7 +73,8 @@ func TestParseJobDetails(t *testing.T) {
 				with(func(d *JobDetail) { d.Comment, d.TresPerNode = "x", nil }),
 				{JobID: "7", Name: "b", UserName: "bob", UserID: 1002, JobState: "PENDING", Reason: "None", Restarts: 1,
 					BatchFlag: 1, ReqNodeList: "node[1-2]", NodeList: "node[1-2]", JobGres: base.JobGres,
-					NodeGres: base.NodeGres, TresPerNode: base.TresPerNode, WorkDir: "/tmp/jobs"},
+					NodeGres: base.NodeGres, TresPerNode: base.TresPerNode, WorkDir: "/tmp/jobs",
+					NumTasks: 2, Partition: "gpu", MinCPUsNode: 1, TimeLimit: base.TimeLimit},
 			}, []error{ErrAmbiguous}},
 		{"comment forging a record that Slurm's own tail completes: both copies of the job are dropped",
 			detailLine("6", "alice(1001)", "RUNNING", "train", "x\n"+

@@ -34,6 +34,10 @@ type Node struct {
 	Features   []string
 	CPUTot     int
 	CPUAlloc   int
+	// RealMemory and AllocMem are the node's memory and what jobs hold
+	// of it, in MB (0 when not reported).
+	RealMemory int64
+	AllocMem   int64
 	// Reason is the admin's drain/down reason, if any.
 	Reason string
 	// Incomplete is set when a field failed to parse (reported in the
@@ -240,6 +244,19 @@ func buildNode(v map[string]string) (*Node, []*ParseError) {
 			continue
 		}
 		*f.dst = x
+	}
+	for _, f := range []struct {
+		key string
+		dst *int64
+	}{{"RealMemory", &n.RealMemory}, {"AllocMem", &n.AllocMem}} {
+		if s, ok := v[f.key]; ok {
+			x, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || x < 0 {
+				soft(f.key, s, fmt.Errorf("not a size"))
+				continue
+			}
+			*f.dst = x
+		}
 	}
 	n.Reason = v["Reason"]
 	return n, errs

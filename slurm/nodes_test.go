@@ -83,7 +83,7 @@ func TestParseNodes(t *testing.T) {
 	}
 	base := Node{Name: "node1", State: "mixed", RawState: "MIXED", Gres: []GRES{v100(4)},
 		GresUsed: []GRES{v100(2, 0, 1)}, Partitions: []string{"gpu", "debug"}, Features: []string{"v100"},
-		CPUTot: 8, CPUAlloc: 3}
+		CPUTot: 8, CPUAlloc: 3, RealMemory: 4000}
 	with := func(f func(*Node)) Node { n := base; f(&n); return n }
 
 	tests := []struct {

@@ -222,6 +222,9 @@ func (r *readOnlyCluster) Jobs(ctx context.Context) ([]slurm.Job, error) {
 	return jobs, err
 }
 func (r *readOnlyCluster) Nodes(ctx context.Context) ([]slurm.Node, error) { return r.c.Nodes(ctx) }
+func (r *readOnlyCluster) JobDetails(ctx context.Context) ([]slurm.JobDetail, error) {
+	return r.c.JobDetails(ctx)
+}
 func (*readOnlyCluster) PlaceOnNodes(context.Context, string, []string) error {
 	return errReadOnly
 }

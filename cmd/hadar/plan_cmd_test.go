@@ -167,12 +167,12 @@ func onlyReads(t *testing.T, r *slurm.FakeRunner) {
 	t.Helper()
 	for _, c := range r.Calls() {
 		k := slurm.FakeKey(c...)
-		if k != slurm.FakeKey(slurm.JobQueryArgs...) && k != slurm.FakeKey(slurm.NodeQueryArgs...) {
-			t.Errorf("ran %q: plan and explain may only read (squeue, scontrol show node)", k)
+		if k != slurm.FakeKey(slurm.JobQueryArgs...) && k != slurm.FakeKey(slurm.NodeQueryArgs...) && k != slurm.FakeKey(slurm.JobDetailQueryArgs...) {
+			t.Errorf("ran %q: plan and explain may only read (squeue, scontrol show node, scontrol show job)", k)
 		}
 	}
-	if len(r.Calls()) != 2 {
-		t.Errorf("ran %d Slurm commands, want 2 (one squeue, one scontrol show node): %v", len(r.Calls()), r.Calls())
+	if len(r.Calls()) != 3 {
+		t.Errorf("ran %d Slurm commands, want 3 (one squeue, one scontrol show node, one scontrol show job): %v", len(r.Calls()), r.Calls())
 	}
 }
 
