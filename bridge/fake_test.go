@@ -67,6 +67,8 @@ type fakeJob struct {
 	exclude    string
 	cpus       int
 	mem        int64
+	name       string
+	timeLimit  time.Duration
 }
 
 func newFakeCluster(nodes ...string) *fakeCluster {
@@ -264,7 +266,8 @@ func (f *fakeCluster) Jobs(ctx context.Context) ([]slurm.Job, error) {
 			g = nil // squeue %b shows N/A for --gpus
 		}
 		sj := slurm.Job{JobID: id, ArrayJobID: id, User: j.user, State: j.state, NumNodes: j.numNodes,
-			SubmitTime: j.submit, Gres: g, Nodes: j.nodes, NodeList: strings.Join(j.nodes, ","), Reason: j.reason, Comment: j.comment}
+			SubmitTime: j.submit, Gres: g, Nodes: j.nodes, NodeList: strings.Join(j.nodes, ","), Reason: j.reason, Comment: j.comment,
+			Name: j.name}
 		out = append(out, sj)
 	}
 	return out, nil
@@ -284,7 +287,7 @@ func (f *fakeCluster) JobDetails(ctx context.Context) ([]slurm.JobDetail, error)
 		}
 		d := slurm.JobDetail{JobID: id, UserName: j.user, JobState: j.state, Comment: j.comment,
 			NumTasks: 1, Partition: "gpu", Features: j.features, ExcNodeList: j.exclude,
-			MinCPUsNode: max(j.cpus, 1), MinMemoryNodeMB: j.mem}
+			MinCPUsNode: max(j.cpus, 1), MinMemoryNodeMB: j.mem, Name: j.name, TimeLimit: j.timeLimit}
 		switch {
 		case j.gpusPerJob > 0:
 			d.TresPerJob = []slurm.GRES{{Name: "gpu", Type: j.typed, Count: j.gpusPerJob}}

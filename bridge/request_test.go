@@ -1,12 +1,14 @@
 package bridge
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/hadar-sched/hadar/slurm"
 )
@@ -188,5 +190,43 @@ func TestGPURequest(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestNoStepsNoModel: a job may leave out steps= (its --time, else
+// default_duration, sets its work) and model= (its job name names it).
+func TestNoStepsNoModel(t *testing.T) {
+	h := newHarness(t, nil)
+	withTime := h.fc.submit("hadar", 1, 1, t0)
+	without := h.fc.submit("hadar", 1, 1, t0.Add(time.Second))
+	year := h.fc.submit("hadar", 1, 1, t0.Add(2*time.Second))
+	h.fc.mu.Lock()
+	for id, limit := range map[string]time.Duration{withTime: 2 * time.Hour, without: 0, year: 365 * 24 * time.Hour} {
+		h.fc.jobs[id].name, h.fc.jobs[id].timeLimit = "resnet50-bs64", limit
+	}
+	h.fc.mu.Unlock()
+	b := h.bridge()
+	rep := h.cycle(b)
+	tp, err := h.store.Throughputs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	best := tp.Rate("ResNet-50 (batch size 64)", "v100", 1)
+	if best <= 0 {
+		t.Fatal("no v100 rate for ResNet-50 (batch size 64)")
+	}
+	want := map[string]float64{withTime: best * 7200, without: best * 3600, year: best * 3600}
+	got := map[string]float64{}
+	for _, jv := range rep.View.Jobs {
+		if jv.Model != "ResNet-50 (batch size 64)" {
+			t.Errorf("job %s: model %q (problem %q), want the job name's", jv.ID, jv.Model, jv.Problem)
+		}
+	}
+	snap := BuildSnapshot(rep.View, tp, nil, SnapshotParams{Round: time.Minute, DefaultDuration: time.Hour})
+	for _, j := range snap.Jobs {
+		got[j.ID] = j.TotalSteps
+	}
+	if diff := cmp.Diff(want, got, cmpopts.EquateApprox(1e-9, 0)); diff != "" {
+		t.Errorf("total steps (-want +got):\n%s", diff)
 	}
 }

@@ -66,7 +66,7 @@ func BuildSnapshot(v *View, tp optimizer.Throughputs, progress map[string]JobPro
 		pr := progress[jv.ID]
 		total := jv.Tag.Steps
 		if total <= 0 {
-			total = bestRate(tp, jv.Model, jv.Workers, types) * p.DefaultDuration.Seconds()
+			total = bestRate(tp, jv.Model, jv.Workers, types) * estimatedDuration(jv, p.DefaultDuration).Seconds()
 		}
 		remaining := total - pr.Done
 		if floor := 0.05 * total; remaining < floor {
@@ -96,6 +96,20 @@ func BuildSnapshot(v *View, tp optimizer.Throughputs, progress map[string]JobPro
 	s.Jobs = append(s.Jobs, copySnapshotJobs(v, tp, progress, p)...)
 	sort.SliceStable(s.Jobs, func(a, b int) bool { return s.Jobs[a].ID < s.Jobs[b].ID })
 	return s
+}
+
+// maxTimeLimitEstimate: a --time longer than this is a partition's
+// default (often a year), not the user's estimate.
+const maxTimeLimitEstimate = 30 * 24 * time.Hour
+
+// estimatedDuration is how long a job without steps= is assumed to run on
+// its fastest type: its --time limit when it has a real one, else
+// default_duration. Progress reports correct it.
+func estimatedDuration(jv *JobView, fallback time.Duration) time.Duration {
+	if jv.TimeLimit > 0 && jv.TimeLimit <= maxTimeLimitEstimate {
+		return jv.TimeLimit
+	}
+	return fallback
 }
 
 // currentTasks is a running job's placement as optimizer tasks.

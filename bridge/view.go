@@ -95,6 +95,8 @@ type JobView struct {
 	CopyOf string
 	// Request is the tagged job's whole request (request.go).
 	Request Request
+	// TimeLimit is the job's --time as scontrol shows it (0: unknown).
+	TimeLimit time.Duration
 }
 
 // NodeView is one node as the bridge understands it.
@@ -400,10 +402,18 @@ func (v *View) classifyTagged(j *slurm.Job, d *slurm.JobDetail, jv *JobView, in 
 	}
 	jv.GPUsPerNode = req.GPUsPerNode
 	jv.Workers = jv.GPUsPerNode * jv.NumNodes
+	if d != nil {
+		jv.TimeLimit = d.TimeLimit
+	}
 	model := tag.Model
+	if model == "" {
+		// The job name names the model when the tag does not
+		// (sbatch -J resnet50 --comment=hadar).
+		model = strings.TrimSpace(j.Name)
+	}
 	var jt string
 	if model == "" {
-		err = fmt.Errorf("no model= in the tag")
+		err = fmt.Errorf("no model= in the tag and no job name")
 	} else if in.Models != nil {
 		jt, err = in.Models.Resolve(model)
 	} else {
