@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/user"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hadar-sched/hadar/optimizer"
@@ -121,7 +123,10 @@ type Bridge struct {
 	uids    map[string]int
 	// distrusted remembers report files already warned about.
 	distrusted map[string]time.Time
-	lastSeen   map[string]string   // tagged jobs in the queue at the last look -> state
+	lastSeen   map[string]string // tagged jobs in the queue at the last look -> state
+	nodesSeen  map[string]string // nodes at the last look -> raw state
+	tick       atomic.Int64      // unix ns of Run's last loop turn (Alive)
+	started    time.Time
 	ranOn      map[string][]string // tagged jobs -> nodes they were last seen running on
 
 	// backoff of the loop when slurmctld is unreachable.
@@ -170,6 +175,7 @@ func New(cfg Config, deps Deps) (*Bridge, error) {
 			"moved_to", recovered)
 	}
 	b.state = st
+	b.started = deps.Clock.Now()
 	if b.round, err = st.LastRound(ctx); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("state database: %w", err)
@@ -191,6 +197,27 @@ func lookupUID(name string) (int, error) {
 
 // Close closes the state database.
 func (b *Bridge) Close() error { return b.state.Close() }
+
+// status is the daemon's identity for StatusFile.
+func (b *Bridge) status(cfg Config) DaemonStatus {
+	host, _ := os.Hostname()
+	return DaemonStatus{PID: os.Getpid(), Host: host, Started: b.started, RoundSeconds: cfg.Round.Duration.Seconds()}
+}
+
+// MarkStopped records a clean stop in the status file, so users' tools say
+// the daemon is stopped rather than late.
+func (b *Bridge) MarkStopped() error {
+	cfg, _ := b.current()
+	if cfg.DryRun {
+		return nil
+	}
+	st, err := ReadStatus(cfg.SpoolDir)
+	if err != nil {
+		st = b.status(cfg)
+	}
+	st.Stopped = b.deps.Clock.Now()
+	return WriteStatus(cfg.SpoolDir, st)
+}
 
 // State is the bridge's state database.
 func (b *Bridge) State() *State { return b.state }
@@ -419,6 +446,11 @@ func (b *Bridge) Cycle(ctx context.Context) (RoundReport, error) {
 		log.Warn("could not record the round's history", "err", err)
 	}
 	b.setLastSeen(view)
+	if !cfg.DryRun {
+		if err := WriteStatus(cfg.SpoolDir, statusFromReport(b.status(cfg), rep)); err != nil {
+			log.Warn("could not write the status file users read", "err", err)
+		}
+	}
 	b.deps.Metrics.observeRound(rep, nil)
 	log.Info("round", "jobs", rep.Jobs, "tagged", rep.Tagged, "placed", w.Round.Placed, "migrated", w.Round.Migrated,
 		"preempted", w.Round.Preempted, "passed_through", w.Round.PassedThru, "failed_actions", w.Round.Failed,
@@ -579,13 +611,33 @@ func (b *Bridge) setLastSeen(v *View) {
 		}
 	}
 	b.lastSeen = seen
+	nodes := map[string]string{}
+	for _, n := range v.Nodes {
+		nodes[n.Name] = n.State + "|" + fmt.Sprint(n.Schedulable)
+	}
+	b.nodesSeen = nodes
 }
 
-// poll looks at the queue (one squeue) and reports whether a tagged job
-// appeared or left since the last look, or went back to pending (Slurm
-// requeued it: a node failure).
+// Alive returns when Run last turned its loop (zero before it starts): a
+// watchdog that sees it stop moving knows the daemon hangs.
+func (b *Bridge) Alive() time.Time {
+	ns := b.tick.Load()
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+// poll looks at the queue (one squeue) and the nodes (one scontrol show
+// node) and reports whether a tagged job appeared or left since the last
+// look, or went back to pending (Slurm requeued it: a node failure), or a
+// node changed state (drained, down, resumed).
 func (b *Bridge) poll(ctx context.Context) (bool, error) {
 	jobs, err := b.deps.Cluster.Jobs(ctx)
+	if err != nil {
+		return false, err
+	}
+	nodes, err := b.deps.Cluster.Nodes(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -593,6 +645,13 @@ func (b *Bridge) poll(ctx context.Context) (bool, error) {
 	defer b.cycleMu.Unlock()
 	seen := map[string]string{}
 	changed := false
+	if b.nodesSeen != nil {
+		for _, n := range nodes {
+			if prev, ok := b.nodesSeen[n.Name]; ok && prev != n.State+"|"+fmt.Sprint(n.Schedulable()) {
+				changed = true
+			}
+		}
+	}
 	for _, j := range jobs {
 		if !IsTagged(j.Comment) {
 			continue
@@ -626,6 +685,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		b.tick.Store(time.Now().UnixNano())
 		cfg, _ := b.current()
 		now := clock.Now()
 		if !now.Before(next) {

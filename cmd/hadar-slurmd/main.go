@@ -36,6 +36,7 @@ type options struct {
 	round      time.Duration
 	policy     string
 	version    bool
+	guard      bool
 }
 
 func main() {
@@ -78,6 +79,7 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.round, "round", 0, "time between rounds (overrides round)")
 	fs.StringVar(&o.policy, "policy", "", "scheduling policy (overrides policy)")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	fs.BoolVar(&o.guard, "fail-open-guard", false, "internal: the fail-open guardian the daemon starts (it releases the held jobs if the daemon dies without its clean stop)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: hadar-slurmd [flags]\n\nThe hadar scheduler beside slurmctld. Flags:\n")
 		fs.PrintDefaults()
@@ -136,6 +138,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "hadar-slurmd:", err)
 		return 2
 	}
+	if o.guard {
+		return guard(o, os.Stdin, stderr)
+	}
 	if o.version {
 		fmt.Fprintln(stdout, "hadar-slurmd", version)
 		return 0
@@ -151,6 +156,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+
+	// One daemon per data_dir: a second one exits here, before it touches
+	// Slurm or a database. A dry run changes nothing and may run beside.
+	if !cfg.DryRun {
+		lock, err := bridge.AcquireLock(cfg.DataDir)
+		if err != nil {
+			log.Error("not starting", "err", err)
+			fmt.Fprintln(stderr, "hadar-slurmd:", err)
+			return 1
+		}
+		defer lock.Release()
+	}
 
 	dbPath := os.Getenv("HADAR_DB")
 	if dbPath == "" {
@@ -202,6 +219,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 
+	if !cfg.DryRun {
+		if w, err := startGuardian(guardianArgs(o), log); err != nil {
+			log.Warn("no fail-open guardian: if the daemon is killed, held jobs stay held until `hadar-slurmd --release-all`", "err", err)
+		} else {
+			defer cleanStop(w)
+		}
+	}
+	go feedWatchdog(ctx, watchdogInterval(), b.Alive)
+	sdNotify("READY=1")
 	if metrics != nil {
 		go func() {
 			if err := metrics.Serve(ctx, cfg.Metrics.Listen, log); err != nil {
@@ -224,8 +250,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}()
 
 	_ = b.Run(ctx)
+	sdNotify("STOPPING=1")
 	log.Info("stopping: handing every held hadar job back to Slurm's scheduler")
-	return releaseOnExit(b, log)
+	code := releaseOnExit(b, log)
+	if code == 0 {
+		if err := b.MarkStopped(); err != nil {
+			log.Warn("could not mark the status file stopped", "err", err)
+		}
+	}
+	return code
 }
 
 func reload(b *bridge.Bridge, o options, log *slog.Logger) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -28,6 +29,10 @@ type explainOutput struct {
 	// launching, released, running, pinned, pass-through or untagged.
 	Class   string `json:"class"`
 	Comment string `json:"comment,omitempty"`
+	// Daemon says whether hadar-slurmd runs (from its status file);
+	// DaemonAlive is false when it does not or nobody can tell.
+	Daemon      string `json:"daemon"`
+	DaemonAlive bool   `json:"daemon_alive"`
 	// Summary is the answer in one line; Details add to it.
 	Summary string   `json:"summary"`
 	Details []string `json:"details,omitempty"`
@@ -139,8 +144,54 @@ func explainCommand() *cli.Command {
 	}
 }
 
-// buildExplain is the pure part of `hadar explain`.
+// buildExplain is the pure part of `hadar explain`: what this dry round
+// would do for the job, said together with whether the daemon runs and what
+// its own last round decided, so a user never reads a plan as a fact.
 func buildExplain(dr *dryRound, id string) (explainOutput, error) {
+	out, err := explainRound(dr, id)
+	if err != nil || !out.Tagged {
+		return out, err
+	}
+	now := dr.Report.Started
+	if dr.Report.View != nil {
+		now = dr.Report.View.Now
+	}
+	switch {
+	case dr.Daemon == nil:
+		out.Daemon = fmt.Sprintf("cannot tell whether hadar-slurmd runs: its status file %s is %s",
+			filepath.Join(dr.Config.SpoolDir, bridge.StatusFile), dr.DaemonErr)
+	default:
+		out.DaemonAlive, out.Daemon = dr.Daemon.Liveness(now)
+	}
+	if !out.DaemonAlive {
+		switch bridge.JobClass(out.Class) {
+		case bridge.ClassWaiting, bridge.ClassLaunching, bridge.ClassRunning:
+			if dr.Daemon != nil {
+				out.Summary = out.Daemon + "; nothing hadar decides happens until it runs again. If it ran now: " + out.Summary
+			}
+		}
+		return out, nil
+	}
+	if js, ok := dr.Daemon.Jobs[out.Job]; ok {
+		line := fmt.Sprintf("hadar-slurmd's own last round (%s ago): %s", now.Sub(dr.Daemon.LastRound).Round(time.Second), js.Class)
+		if js.Decision != "" {
+			line += fmt.Sprintf(", %s", js.Decision)
+			if js.To != "" && js.To != "-" {
+				line += " to " + js.To
+			}
+		}
+		if js.Reason != "" {
+			line += ": " + js.Reason
+		}
+		out.Details = append([]string{line}, out.Details...)
+		if out.Class == string(bridge.ClassReleased) && js.Class == bridge.ClassLaunching || js.Decision == bridge.DecidePlace && out.Class == string(bridge.ClassReleased) {
+			out.Summary = fmt.Sprintf("released by hadar-slurmd to %s; Slurm has not started it yet (%s)", js.To, out.Reason)
+		}
+	}
+	return out, nil
+}
+
+func explainRound(dr *dryRound, id string) (explainOutput, error) {
 	rep := dr.Report
 	v := rep.View
 	if v == nil {
@@ -517,6 +568,9 @@ func hasString(list []string, s string) bool {
 
 func printExplain(w io.Writer, out explainOutput) {
 	fmt.Fprintf(w, "job %s: %s\n", out.Job, printable(out.Summary))
+	if out.Daemon != "" {
+		fmt.Fprintf(w, "  %-11s %s\n", "daemon", printable(out.Daemon))
+	}
 	for _, d := range out.Details {
 		fmt.Fprintf(w, "  - %s\n", printable(d))
 	}

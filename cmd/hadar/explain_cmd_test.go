@@ -2,9 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hadar-sched/hadar/bridge"
 )
 
 func explainJSON(t *testing.T, nodes []byte, id string, jobs ...qjob) explainOutput {
@@ -176,4 +179,50 @@ func TestExplainSiteNames(t *testing.T) {
 	if e.Decision == nil || strings.Join(e.Decision.Nodes, ",") != "gpu-v100-02" {
 		t.Errorf("decision %+v", e.Decision)
 	}
+}
+
+// TestExplainSaysDaemonStopped: with hadar-slurmd stopped (its status file
+// says so), explain says that first, as any user (the file is all it reads
+// of the daemon), instead of presenting a dry round's plan as what happens.
+func TestExplainSaysDaemonStopped(t *testing.T) {
+	isolate(t)
+	spool := configDefaults().SpoolDir
+	nodes := demoNodes(t, map[string]int{})
+	jobs := []qjob{{id: "5", reason: "JobHeldUser", comment: "hadar model=a3c steps=100", gres: "gres:gpu:1"}}
+	now := time.Now()
+	for _, tc := range []struct {
+		name   string
+		status bridge.DaemonStatus
+		alive  bool
+		says   string
+	}{
+		{"stopped", bridge.DaemonStatus{PID: 1, LastRound: now.Add(-time.Minute), RoundSeconds: 60, Stopped: now.Add(-30 * time.Second)}, false, "hadar-slurmd is stopped"},
+		{"killed long ago", bridge.DaemonStatus{PID: 1, LastRound: now.Add(-time.Hour), RoundSeconds: 60}, false, "hadar-slurmd is not running"},
+		{"running", bridge.DaemonStatus{PID: os.Getpid(), Host: hostname(t), LastRound: now, RoundSeconds: 60,
+			Jobs: map[string]bridge.JobStatus{"5": {Class: bridge.ClassWaiting, Decision: bridge.DecideWait, Reason: "3 ahead"}}}, true, "hadar-slurmd runs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := bridge.WriteStatus(spool, tc.status); err != nil {
+				t.Fatal(err)
+			}
+			e := explainJSON(t, nodes, "5", jobs...)
+			if e.DaemonAlive != tc.alive || !strings.Contains(e.Daemon, tc.says) {
+				t.Errorf("daemon = %v %q, want %v %q", e.DaemonAlive, e.Daemon, tc.alive, tc.says)
+			}
+			if !tc.alive && !strings.HasPrefix(e.Summary, tc.says) {
+				t.Errorf("summary %q does not start with the daemon's state", e.Summary)
+			}
+			if tc.alive && !strings.Contains(strings.Join(e.Details, "\n"), "hadar-slurmd's own last round") {
+				t.Errorf("details %q lack the daemon's own decision", e.Details)
+			}
+		})
+	}
+}
+
+func hostname(t *testing.T) string {
+	h, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }

@@ -58,6 +58,9 @@ type dryRound struct {
 	Sources []string
 	// Jobs is the queue as squeue printed it.
 	Jobs []slurm.Job
+	// Daemon is hadar-slurmd's status file (nil if unreadable: DaemonErr).
+	Daemon    *bridge.DaemonStatus
+	DaemonErr string
 }
 
 // runDryRound observes the cluster like hadar-slurmd and runs its round
@@ -158,7 +161,13 @@ func runDryRound(c *cli.Context) (*dryRound, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &dryRound{Report: rep, Config: cfg, Sources: sources, Jobs: cluster.jobs}, nil
+	dr := &dryRound{Report: rep, Config: cfg, Sources: sources, Jobs: cluster.jobs}
+	if st, err := bridge.ReadStatus(cfg.SpoolDir); err == nil {
+		dr.Daemon = &st
+	} else {
+		dr.DaemonErr = shortErr(errors.Unwrap(err))
+	}
+	return dr, nil
 }
 
 func shortErr(err error) string {
