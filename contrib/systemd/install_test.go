@@ -66,7 +66,9 @@ func TestUnit(t *testing.T) {
 		}
 	}
 	for key, want := range map[string]string{
-		"Service.Type":                     "simple",
+		"Service.Type":                     "notify",
+		"Service.NotifyAccess":             "main",
+		"Service.ExecStopPost":             "-/usr/local/sbin/hadar-slurmd --release-all",
 		"Service.Restart":                  "on-failure",
 		"Service.KillSignal":               "SIGTERM",
 		"Service.KillMode":                 "mixed",
@@ -85,6 +87,9 @@ func TestUnit(t *testing.T) {
 	}
 	if got := one("Service.ExecStart"); !strings.HasPrefix(got, "/usr/local/sbin/hadar-slurmd") {
 		t.Errorf("ExecStart=%q (make install rewrites /usr/local/sbin/hadar-slurmd)", got)
+	}
+	if d, err := time.ParseDuration(one("Service.WatchdogSec")); err != nil || d < 5*time.Minute {
+		t.Errorf("WatchdogSec=%v (%v): want at least 5min (a round's commands are bounded by slurm.command_timeout)", d, err)
 	}
 	// The stop timeout covers the daemon's release on exit (30 s of
 	// tries, see releaseOnExit in cmd/hadar-slurmd) with margin.
