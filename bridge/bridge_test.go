@@ -478,7 +478,8 @@ func TestMigrationAndProgress(t *testing.T) {
 		t.Fatalf("decisions: %+v", rep.Decisions)
 	}
 	calls := h.fc.Calls()
-	want := []string{"RequeueHold " + id, "PlaceOnNodes " + id + " node", "UpdateJobs " + id + " StartTime=now", "Release " + id}
+	want := []string{"RequeueHold " + id, "PlaceOnNodes " + id + " node", "UpdateJobs " + id + " StartTime=now", "Release " + id,
+		"SetAdminComment " + id + ` "hadar: placed on node`}
 	if len(calls) != len(want) {
 		t.Fatalf("calls: %v", calls)
 	}

@@ -451,11 +451,79 @@ func Derive(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams
 		}
 	}
 	sort.Strings(await)
+	d.Actions = append(d.Actions, statusComments(v, s, d.Decisions)...)
 	d.Actions = append(d.Actions, passThroughActions(passThrough, await)...)
 	if err := CheckCopies(v, d); err != nil {
 		return Derivation{}, fmt.Errorf("enforceable plan: %w", err)
 	}
 	return d, nil
+}
+
+// WaitingComment is the AdminComment of a job hadar holds for want of
+// GPUs, so that squeue -O AdminComment and scontrol show job say that hadar
+// holds it (JobHeldUser alone reads as if the user had).
+func WaitingComment(id string, types []string) string {
+	what := "free GPUs"
+	if len(types) > 0 {
+		what = "free " + strings.Join(types, " or ") + " GPUs"
+	}
+	return fmt.Sprintf("hadar: waiting for %s (held by hadar, not by you); hadar explain %s says why", what, id)
+}
+
+// PlacedComment is the AdminComment of a job hadar placed.
+func PlacedComment(to, gpuType string) string {
+	return fmt.Sprintf("hadar: placed on %s (%s)", to, gpuType)
+}
+
+// statusComments keep the admin comment of hadar's waiting and placed jobs
+// saying what hadar does with them: one update per distinct text, only for
+// jobs whose comment differs (so a steady queue costs nothing).
+func statusComments(v *View, s *optimizer.Snapshot, decisions []Decision) []Action {
+	snapJobs := map[string]*optimizer.Job{}
+	for i := range s.Jobs {
+		snapJobs[s.Jobs[i].ID] = &s.Jobs[i]
+	}
+	byText := map[string][]string{}
+	var texts []string
+	for _, dec := range decisions {
+		jv := v.Job(dec.JobID)
+		if jv == nil || !jv.AdminCommentKnown || jv.CopyOf != "" {
+			continue
+		}
+		var text string
+		switch dec.Kind {
+		case DecideWait, DecideDefer:
+			var types []string
+			if j := snapJobs[jv.ID]; j != nil {
+				for _, t := range s.TypesFastestFirst() {
+					if s.JobRate(j, t, j.Workers) > 0 {
+						types = append(types, t)
+					}
+				}
+			}
+			text = WaitingComment(jv.ID, types)
+		case DecidePlace, DecideMigrate:
+			text = PlacedComment(dec.To, dec.GPUType)
+		default:
+			continue
+		}
+		text = slurm.SanitizeComment(text, slurm.MaxAdminComment)
+		if jv.AdminComment == text {
+			continue
+		}
+		if _, ok := byText[text]; !ok {
+			texts = append(texts, text)
+		}
+		byText[text] = append(byText[text], jv.ID)
+	}
+	sort.Strings(texts)
+	var out []Action
+	for _, t := range texts {
+		ids := byText[t]
+		sort.Strings(ids)
+		out = append(out, Action{Kind: ActComment, JobIDs: ids, Text: t})
+	}
+	return out
 }
 
 // passThroughActions hands the held pass-through jobs to Slurm's scheduler:

@@ -287,7 +287,7 @@ func (f *fakeCluster) JobDetails(ctx context.Context) ([]slurm.JobDetail, error)
 		}
 		d := slurm.JobDetail{JobID: id, UserName: j.user, JobState: j.state, Comment: j.comment,
 			NumTasks: 1, Partition: "gpu", Features: j.features, ExcNodeList: j.exclude,
-			MinCPUsNode: max(j.cpus, 1), MinMemoryNodeMB: j.mem, Name: j.name, TimeLimit: j.timeLimit}
+			MinCPUsNode: max(j.cpus, 1), MinMemoryNodeMB: j.mem, Name: j.name, TimeLimit: j.timeLimit, AdminComment: j.admin}
 		switch {
 		case j.gpusPerJob > 0:
 			d.TresPerJob = []slurm.GRES{{Name: "gpu", Type: j.typed, Count: j.gpusPerJob}}

@@ -293,7 +293,13 @@ func TestUnschedulableNodesDoNotPassJobsThrough(t *testing.T) {
 	b2 := h.fc.submit("hadar model=resnet50-bs64 steps=1000", 4, 2, t0) // needs two nodes of one type
 	br := h.bridge()
 	rep := h.cycle(br)
-	if n := rep.Count(DecidePassThrough); n != 0 || len(rep.Actions) != 0 {
+	var acts []Action
+	for _, a := range rep.Actions {
+		if a.Kind != ActComment || !strings.HasPrefix(a.Text, "hadar: waiting for") {
+			acts = append(acts, a)
+		}
+	}
+	if n := rep.Count(DecidePassThrough); n != 0 || len(acts) != 0 {
 		t.Fatalf("with every node answering late: %d pass-throughs, actions %v", n, rep.Actions)
 	}
 	for _, id := range []string{a, b2} {

@@ -54,3 +54,41 @@ func TestStatusFileLiveness(t *testing.T) {
 		t.Error("MarkStopped left no stop time")
 	}
 }
+
+// TestWaitingJobsSayHadarHoldsThem: a job hadar holds for want of GPUs gets
+// an admin comment that says so (users otherwise see only JobHeldUser); the
+// next round leaves an unchanged comment alone.
+func TestWaitingJobsSayHadarHoldsThem(t *testing.T) {
+	h := newHarness(t, nil)
+	var ids []string
+	for i := range 7 {
+		ids = append(ids, h.fc.submit("hadar model=resnet50-bs64 steps=1000000", 4, 1, t0.Add(time.Duration(i)*time.Second)))
+	}
+	b := h.bridge()
+	rep := h.cycle(b)
+	waiting := 0
+	for _, id := range ids {
+		j := h.fc.job(id)
+		switch j.state {
+		case "PENDING":
+			waiting++
+			if !strings.HasPrefix(j.admin, "hadar: waiting for free ") || !strings.Contains(j.admin, "hadar explain "+id) {
+				t.Errorf("waiting job %s: admin comment %q", id, j.admin)
+			}
+		case "RUNNING":
+			if !strings.HasPrefix(j.admin, "hadar: placed on ") {
+				t.Errorf("running job %s: admin comment %q", id, j.admin)
+			}
+		}
+	}
+	if waiting != 2 {
+		t.Fatalf("%d jobs wait, want 2 (5 nodes of 4 GPUs, 7 jobs of 4): %v", waiting, actionStrings(rep.Actions))
+	}
+	h.clock.advance(time.Minute)
+	rep = h.cycle(b)
+	for _, a := range rep.Actions {
+		if a.Kind == ActComment {
+			t.Errorf("second round rewrote a comment: %s", a)
+		}
+	}
+}

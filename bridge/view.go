@@ -97,6 +97,11 @@ type JobView struct {
 	Request Request
 	// TimeLimit is the job's --time as scontrol shows it (0: unknown).
 	TimeLimit time.Duration
+	// AdminComment is the job's admin comment when scontrol's record was
+	// read (AdminCommentKnown), so that the round updates it only when its
+	// text changes.
+	AdminComment      string
+	AdminCommentKnown bool
 }
 
 // NodeView is one node as the bridge understands it.
@@ -404,6 +409,7 @@ func (v *View) classifyTagged(j *slurm.Job, d *slurm.JobDetail, jv *JobView, in 
 	jv.Workers = jv.GPUsPerNode * jv.NumNodes
 	if d != nil {
 		jv.TimeLimit = d.TimeLimit
+		jv.AdminComment, jv.AdminCommentKnown = d.AdminComment, true
 	}
 	model := tag.Model
 	if model == "" {

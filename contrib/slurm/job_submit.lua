@@ -70,11 +70,11 @@ MERGING WITH AN EXISTING job_submit.lua
 -- hadar-slurmd runs as. Example: HADAR_BRIDGE_UIDS = { 0, 990 }
 HADAR_BRIDGE_UIDS = { 0 }
 
--- Send the explanation of a refused update to the user with slurm.log_user. Slurm 22.05
--- does not support log_user in job_modify (it logs "Use of log.user() in job_modify is not
--- supported. Message discarded"), so it is off; turn it on where your Slurm passes the
--- message back to scontrol. The explanation always goes to slurmctld's log.
-HADAR_LOG_USER_ON_MODIFY = false
+-- Send the explanation of a refused update to the user with slurm.log_user. Slurm 24.11
+-- shows it to the user (scontrol prints it); 22.05 does not support log_user in job_modify
+-- and only logs "Use of log.user() in job_modify is not supported. Message discarded"
+-- (harmless). The explanation always goes to slurmctld's log too.
+HADAR_LOG_USER_ON_MODIFY = true
 
 -- Return code of a refused update: ESLURM_ACCESS_DENIED where the plugin defines it (22.05
 -- does), so scontrol prints "Access/permission denied for job N"; else slurm.ERROR
@@ -107,6 +107,8 @@ function hadar_job_submit(job_desc, part_list, submit_uid)
 		job_desc.priority = 0
 		slurm.log_info("hadar: holding job %s of uid %s submitted with comment '%s'",
 			tostring(job_desc.name), tostring(submit_uid), tostring(job_desc.comment))
+		-- sbatch prints this: the user learns that JobHeldUser is hadar's hold.
+		slurm.log_user("hadar: this job is scheduled by hadar: it stays pending (JobHeldUser) until hadar places it on the GPU type where it runs best; `hadar explain <jobid>` says why it waits")
 	end
 	return slurm.SUCCESS
 end
