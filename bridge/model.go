@@ -75,7 +75,11 @@ func (r *ModelResolver) Resolve(model string) (string, error) {
 		return "", fmt.Errorf("model %q matches several job types: %s", clip(model), strings.Join(jts, "; "))
 	}
 	var near []string
+	starts := 0 // job types whose name starts with the model's
 	for _, cand := range r.norms {
+		if strings.HasPrefix(cand, n) {
+			starts++
+		}
 		if strings.HasPrefix(cand, n) || (len(n) >= 3 && strings.HasPrefix(n, cand)) {
 			near = append(near, r.byNorm[cand][0])
 		}
@@ -83,10 +87,17 @@ func (r *ModelResolver) Resolve(model string) (string, error) {
 	if len(near) == 0 {
 		return "", fmt.Errorf("unknown model %q", clip(model))
 	}
+	total := len(near)
 	more := ""
 	if len(near) > 4 {
 		more = fmt.Sprintf(" and %d more", len(near)-4)
 		near = near[:4]
+	}
+	if starts > 1 && starts == total {
+		// Not unknown: several job types start with it (resnet50 names
+		// ResNet-50 at four batch sizes).
+		return "", fmt.Errorf("model %q is ambiguous: %d job types start with it (%s%s); write one of them in model=, or map it in [models] aliases",
+			clip(model), total, strings.Join(near, "; "), more)
 	}
 	return "", fmt.Errorf("unknown model %q (did you mean %s%s?)", clip(model), strings.Join(near, "; "), more)
 }

@@ -135,7 +135,8 @@ func TestModelResolver(t *testing.T) {
 		{"RESNET50", "ResNet-50 (batch size 64)", ""}, // alias, normalised
 		{"a3c", "A3C", ""},
 		{"lm-bs5", "LM (batch size 5)", ""},
-		{"resnet", "", "did you mean"},
+		{"resnet", "", "is ambiguous: 2 job types start with it"},
+		{"resnet50-bs6", "", "did you mean"},
 		{"bert", "", "unknown model"},
 		{"broken", "", "not a job type"},
 		{"---", "", "no letters"},

@@ -82,7 +82,7 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&o.guard, "fail-open-guard", false, "internal: the fail-open guardian the daemon starts (it releases the held jobs if the daemon dies without its clean stop)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: hadar-slurmd [flags]\n\nThe hadar scheduler beside slurmctld. Flags:\n")
-		fs.PrintDefaults()
+		printFlags(stderr, fs)
 	}
 	return fs
 }
@@ -302,4 +302,21 @@ func releaseOnExit(b *bridge.Bridge, log *slog.Logger) int {
 		case <-time.After(time.Duration(try) * 2 * time.Second):
 		}
 	}
+}
+
+// printFlags lists the flags as the man page writes them (--name; Go's
+// flag package accepts both - and --).
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if name != "" {
+			line += " " + name
+		}
+		fmt.Fprintf(w, "%s\n    \t%s", line, strings.ReplaceAll(usage, "\n", "\n    \t"))
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0s" {
+			fmt.Fprintf(w, " (default %q)", f.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
 }

@@ -60,3 +60,15 @@ func TestFlagsAndConfig(t *testing.T) {
 		t.Errorf("--version: %d %q", code, stdout.String())
 	}
 }
+
+// TestHelpWritesDoubleDash: --help names flags as the man page does.
+func TestHelpWritesDoubleDash(t *testing.T) {
+	var out, errOut strings.Builder
+	if code := run([]string{"--help"}, &out, &errOut); code != 0 {
+		t.Fatalf("--help exit %d", code)
+	}
+	help := errOut.String()
+	if !strings.Contains(help, "  --config string") || strings.Contains(help, "\n  -config") {
+		t.Errorf("--help:\n%s", help)
+	}
+}

@@ -145,9 +145,9 @@ func TestExplainPassThroughAndMissing(t *testing.T) {
 	if !strings.HasPrefix(e.Summary, "Slurm's scheduler has it: hadar cannot schedule it") {
 		t.Errorf("released pass-through: %q", e.Summary)
 	}
-	// A name several job types start with: the error helps.
+	// A name several job types start with is ambiguous, not unknown.
 	e = explainJSON(t, nodes, "8", jobs...)
-	if !strings.Contains(e.Problem, "did you mean") {
+	if !strings.Contains(e.Problem, "is ambiguous: 4 job types start with it") {
 		t.Errorf("ambiguous model: %q", e.Problem)
 	}
 
