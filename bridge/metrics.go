@@ -41,7 +41,7 @@ func NewMetrics() *Metrics {
 		Name: "hadar_jobs", Help: "Jobs in the queue at the last round, by class (untagged, waiting, running, ...).",
 	}, []string{"class"})
 	m.gpus = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "hadar_gpus", Help: "GPUs of the nodes hadar uses at the last round, by canonical type and state (free, hadar, others).",
+		Name: "hadar_gpus", Help: "GPUs of the nodes hadar uses at the last round, by canonical type and state (free: a new job could get them; blocked: idle, but the node's CPUs or memory are taken; hadar; others).",
 	}, []string{"type", "state"})
 	m.actions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hadar_slurm_actions_total", Help: "scontrol actions, by kind and result (ok, error, skipped, refused).",
@@ -54,6 +54,15 @@ func NewMetrics() *Metrics {
 	})
 	m.reg.MustRegister(m.rounds, m.roundDuration, m.jobs, m.gpus, m.actions, m.slurmErrors, m.samples,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	// Every series exists from the start, at 0, so that rate() and alerts
+	// work before the first error.
+	for _, r := range []string{"ok", "error"} {
+		m.rounds.WithLabelValues(r)
+	}
+	for _, c := range errorClasses {
+		m.slurmErrors.WithLabelValues(c.name)
+	}
+	m.slurmErrors.WithLabelValues("other")
 	return m
 }
 
@@ -116,7 +125,16 @@ func (m *Metrics) observeRound(r RoundReport, err error) {
 			others := max(0, n.Used-n.Hadar)
 			g[key{n.Type, "others"}] += others
 			g[key{n.Type, "hadar"}] += n.Hadar + n.Reserved
-			g[key{n.Type, "free"}] += max(0, n.Total-others-n.Hadar-n.Reserved)
+			idle := max(0, n.Total-others-n.Hadar-n.Reserved)
+			_, cpus := n.AvailableCPUs()
+			_, mem := n.AvailableMem()
+			if cpus && mem {
+				g[key{n.Type, "free"}] += idle
+				g[key{n.Type, "blocked"}] += 0
+			} else {
+				g[key{n.Type, "blocked"}] += idle
+				g[key{n.Type, "free"}] += 0
+			}
 		}
 		for k, v := range g {
 			m.gpus.WithLabelValues(k.t, k.s).Set(float64(v))
@@ -155,18 +173,21 @@ func (m *Metrics) observeSample() {
 	}
 }
 
+// errorClasses name the Slurm errors hadar_slurm_errors_total counts.
+var errorClasses = []struct {
+	err  error
+	name string
+}{
+	{slurm.ErrControllerDown, "controller_down"}, {slurm.ErrTimeout, "timeout"},
+	{slurm.ErrInvalidJobID, "invalid_job_id"}, {slurm.ErrJobNotPending, "job_not_pending"},
+	{slurm.ErrJobHeld, "job_held"}, {slurm.ErrInvalidNodeName, "invalid_node_name"},
+	{slurm.ErrAccessDenied, "access_denied"}, {slurm.ErrNotConfigured, "not_configured"},
+	{slurm.ErrCommandNotFound, "command_not_found"}, {slurm.ErrMalformed, "malformed_output"},
+	{ErrStillPending, "still_pending"},
+}
+
 func errorClass(err error) string {
-	for _, c := range []struct {
-		err  error
-		name string
-	}{
-		{slurm.ErrControllerDown, "controller_down"}, {slurm.ErrTimeout, "timeout"},
-		{slurm.ErrInvalidJobID, "invalid_job_id"}, {slurm.ErrJobNotPending, "job_not_pending"},
-		{slurm.ErrJobHeld, "job_held"}, {slurm.ErrInvalidNodeName, "invalid_node_name"},
-		{slurm.ErrAccessDenied, "access_denied"}, {slurm.ErrNotConfigured, "not_configured"},
-		{slurm.ErrCommandNotFound, "command_not_found"}, {slurm.ErrMalformed, "malformed_output"},
-		{ErrStillPending, "still_pending"},
-	} {
+	for _, c := range errorClasses {
 		if errors.Is(err, c.err) {
 			return c.name
 		}

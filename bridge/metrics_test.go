@@ -272,3 +272,43 @@ func logFields(t *testing.T, format, line string) map[string]string {
 	}
 	return out
 }
+
+// TestMetricsSeriesFromStartAndBlockedGPUs: error series exist at 0 before
+// any error; idle GPUs of a node whose CPUs are all taken are "blocked",
+// not "free".
+func TestMetricsSeriesFromStartAndBlockedGPUs(t *testing.T) {
+	m := NewMetrics()
+	s, _, _ := scrape(t, m)
+	for _, k := range []string{`hadar_slurm_errors_total{class="timeout"}`, `hadar_slurm_errors_total{class="controller_down"}`, `hadar_rounds_total{result="error"}`} {
+		if v, ok := s[k]; !ok || v != 0 {
+			t.Errorf("%s = %v (present %v), want 0 before any round", k, v, ok)
+		}
+	}
+	h := newHarness(t, nil)
+	h.fc.mu.Lock()
+	for _, n := range h.fc.nodes {
+		n.cpus = 8
+	}
+	h.fc.mu.Unlock()
+	id := h.fc.submit("", 1, 1, t0) // untagged: Slurm starts it
+	h.fc.mu.Lock()
+	h.fc.jobs[id].cpus = 8
+	node := h.fc.jobs[id].nodes
+	h.fc.mu.Unlock()
+	if len(node) != 1 {
+		t.Fatalf("untagged job runs on %v", node)
+	}
+	b := h.bridge()
+	b.deps.Metrics = m
+	h.cycle(b)
+	s, _, _ = scrape(t, m)
+	nt := ""
+	for _, n := range h.fc.nodes {
+		if n.name == node[0] {
+			nt = n.gtype
+		}
+	}
+	if got := s[`hadar_gpus{state="blocked",type="`+nt+`"}`]; got != 3 {
+		t.Errorf("blocked %s GPUs = %v, want 3 (node %s has all its CPUs taken)", nt, got, node[0])
+	}
+}
