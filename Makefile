@@ -9,7 +9,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X main.version=$(VERSION)
 export CGO_ENABLED := 1
 
-.PHONY: all build test e2e unit-test bench demo demo-sim lint fmt fuzz test-reliability clean cluster-up cluster-down
+.PHONY: all build test test-deps e2e unit-test bench demo demo-sim lint fmt fuzz test-reliability clean cluster-up cluster-down
 
 all: build
 
@@ -23,13 +23,21 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-## test: lint, unit and acceptance tests, then the end-to-end tests on a real
-## Slurm test cluster (installed and started by contrib/testcluster/up; needs root),
-## then every fuzz target for FUZZ_TOTAL seconds in all (docs/reliability.md)
-test: lint build
+## test: installs what it needs (test-deps), then lint, unit and acceptance tests, the
+## end-to-end tests on a real Slurm test cluster (installed and started by
+## contrib/testcluster/up; needs root), then every fuzz target for FUZZ_TOTAL seconds
+## in all (docs/reliability.md)
+test: test-deps lint build
 	$(GO) test -count=1 ./...
 	$(MAKE) e2e
 	$(MAKE) fuzz
+
+## test-deps: apt-get install what the tests need and the machine lacks (python3-torch,
+## python3-sklearn, slurm-wlm, munge, debootstrap); idempotent; a prerequisite apt-get
+## cannot provide (Go, a running Docker engine, root) is an error naming the fix
+TEST_DEPS ?= python slurm
+test-deps:
+	contrib/ci/deps $(TEST_DEPS)
 
 ## e2e: end-to-end tests on the test cluster (brought up and down around them)
 e2e: build
