@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os/user"
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
@@ -18,8 +20,59 @@ import (
 
 // statusOutput is `hadar status --json`.
 type statusOutput struct {
-	Nodes []statusNode `json:"nodes"`
-	Jobs  []statusJob  `json:"jobs"`
+	// Daemon says whether hadar-slurmd runs (its status file in the spool).
+	Daemon      string       `json:"daemon"`
+	DaemonAlive bool         `json:"daemon_alive"`
+	Nodes       []statusNode `json:"nodes"`
+	Jobs        []statusJob  `json:"jobs"`
+}
+
+// jobFilter is squeue's job selection: -u/--user, --me, -j/--jobs,
+// -t/--states (each a comma-separated list; empty: all).
+type jobFilter struct {
+	users, ids, states map[string]bool
+}
+
+func newJobFilter(c *cli.Context) (jobFilter, error) {
+	set := func(v string, upper bool) map[string]bool {
+		if v == "" {
+			return nil
+		}
+		out := map[string]bool{}
+		for _, x := range strings.Split(v, ",") {
+			if x = strings.TrimSpace(x); x != "" {
+				if upper {
+					x = strings.ToUpper(x)
+				}
+				out[x] = true
+			}
+		}
+		return out
+	}
+	f := jobFilter{users: set(c.String("user"), false), ids: set(c.String("jobs"), false), states: set(c.String("states"), true)}
+	if c.Bool("me") {
+		u, err := user.Current()
+		if err != nil {
+			return f, fmt.Errorf("--me: %w", err)
+		}
+		if f.users == nil {
+			f.users = map[string]bool{}
+		}
+		f.users[u.Username] = true
+	}
+	short := map[string]string{"PD": "PENDING", "R": "RUNNING", "S": "SUSPENDED", "CG": "COMPLETING", "CF": "CONFIGURING"}
+	for s := range f.states {
+		if long, ok := short[s]; ok {
+			f.states[long] = true
+		}
+	}
+	return f, nil
+}
+
+func (f jobFilter) keep(j slurm.Job) bool {
+	return (f.users == nil || f.users[j.User]) &&
+		(f.ids == nil || f.ids[j.ID()] || f.ids[j.JobID] || f.ids[j.ArrayJobID]) &&
+		(f.states == nil || f.states[j.State])
 }
 
 type statusNode struct {
@@ -64,10 +117,16 @@ func statusCommand() *cli.Command {
 			"in the queue is listed, tagged (--comment=hadar ...) or not.",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+			&cli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "only jobs of these users (comma-separated), as squeue -u"},
+			&cli.BoolFlag{Name: "me", Usage: "only your own jobs, as squeue --me"},
+			&cli.StringFlag{Name: "jobs", Aliases: []string{"j"}, Usage: "only these job ids (comma-separated; an array id selects its tasks), as squeue -j"},
+			&cli.StringFlag{Name: "states", Aliases: []string{"t"}, Usage: "only jobs in these states (PD, R, ... or PENDING, RUNNING, ...), as squeue -t"},
+			&cli.BoolFlag{Name: "noheader", Usage: "print no header lines, as squeue --noheader"},
+			&cli.StringFlag{Name: "spool", EnvVars: []string{"HADAR_SPOOL"}, Value: bridge.DefaultSpoolDir, Usage: "hadar-slurmd's spool_dir, where its status file says whether it runs"},
 			&cli.StringFlag{Name: "slurm-bin-dir", EnvVars: []string{"HADAR_SLURM_BIN_DIR"}, Usage: "directory of the Slurm client binaries (default: PATH)"},
 		},
 		Action: func(c *cli.Context) error {
-			client := slurm.NewClient(slurm.ExecRunner{BinDir: c.String("slurm-bin-dir")}, slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn})))
+			client := slurm.NewClient(slurmRunner(c.String("slurm-bin-dir")), slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn})))
 			nodes, err := client.Nodes(c.Context)
 			if err != nil {
 				return fmt.Errorf("status: %w", err)
@@ -76,13 +135,28 @@ func statusCommand() *cli.Command {
 			if err != nil {
 				return fmt.Errorf("status: %w", err)
 			}
-			out := buildStatus(nodes, jobs)
+			filter, err := newJobFilter(c)
+			if err != nil {
+				return fmt.Errorf("status: %w", err)
+			}
+			var kept []slurm.Job
+			for _, j := range jobs {
+				if filter.keep(j) {
+					kept = append(kept, j)
+				}
+			}
+			out := buildStatus(nodes, kept)
+			if st, err := bridge.ReadStatus(c.String("spool")); err == nil {
+				out.DaemonAlive, out.Daemon = st.Liveness(time.Now())
+			} else {
+				out.Daemon = "cannot tell whether hadar-slurmd runs: " + err.Error()
+			}
 			if c.Bool("json") {
 				enc := json.NewEncoder(c.App.Writer)
 				enc.SetIndent("", "  ")
 				return enc.Encode(out)
 			}
-			printStatus(c.App.Writer, out)
+			printStatus(c.App.Writer, out, !c.Bool("noheader"))
 			return nil
 		},
 	}
@@ -154,9 +228,15 @@ func printable(s string) string {
 	}, s)
 }
 
-func printStatus(w io.Writer, out statusOutput) {
+func printStatus(w io.Writer, out statusOutput, header bool) {
+	if header && out.Daemon != "" {
+		fmt.Fprintln(w, printable(out.Daemon))
+		fmt.Fprintln(w)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tSTATE\tGPUS (type used/total)\tHADAR")
+	if header {
+		fmt.Fprintln(tw, "NODE\tSTATE\tGPUS (type used/total)\tHADAR")
+	}
 	for _, n := range out.Nodes {
 		var gs []string
 		for _, t := range sortedKeys(n.GPUs) {
@@ -179,7 +259,9 @@ func printStatus(w io.Writer, out statusOutput) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tUSER\tSTATE\tTAGGED\tMODEL\tGPUS\tPLACEMENT / REASON")
+	if header {
+		fmt.Fprintln(tw, "JOB\tUSER\tSTATE\tTAGGED\tMODEL\tGPUS\tPLACEMENT / REASON")
+	}
 	for _, j := range out.Jobs {
 		tagged, model := "no", "-"
 		if j.Tagged {

@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/hadar-sched/hadar/slurm"
 )
@@ -76,4 +79,55 @@ func mustGRES(t *testing.T, s string) []slurm.GRES {
 		t.Fatal(err)
 	}
 	return g
+}
+
+// TestStatusFilters: squeue's -u, -j, -t and --noheader select what
+// `hadar status` lists; without a status file it says it cannot tell
+// whether the daemon runs.
+func TestStatusFilters(t *testing.T) {
+	isolate(t)
+	nodes := demoNodes(t, map[string]int{})
+	jobs := []qjob{
+		{id: "1", user: "alice", state: "RUNNING", gres: "gres:gpu:1", nodes: "node1"},
+		{id: "2", user: "bob", reason: "JobHeldUser", comment: "hadar model=a3c steps=10", gres: "gres:gpu:1"},
+		{id: "3", user: "bob", state: "RUNNING", gres: "gres:gpu:1", nodes: "node2"},
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{nil, []string{"1", "2", "3"}},
+		{[]string{"-u", "bob"}, []string{"2", "3"}},
+		{[]string{"--user", "alice,bob", "-t", "PD"}, []string{"2"}},
+		{[]string{"-j", "3,1"}, []string{"1", "3"}},
+		{[]string{"--states", "running", "-u", "bob"}, []string{"3"}},
+	} {
+		r := fakeSlurm(nodes, jobs...)
+		out, stderr, err := runCLI(t, r, append([]string{"status", "--json", "--spool", t.TempDir()}, tc.args...)...)
+		if err != nil {
+			t.Fatalf("status %v: %v\n%s", tc.args, err, stderr)
+		}
+		var st statusOutput
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, j := range st.Jobs {
+			got = append(got, j.ID)
+		}
+		if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("status %v (-want +got):\n%s", tc.args, diff)
+		}
+		if st.DaemonAlive || !strings.HasPrefix(st.Daemon, "cannot tell whether hadar-slurmd runs") {
+			t.Errorf("daemon = %v %q", st.DaemonAlive, st.Daemon)
+		}
+	}
+	r := fakeSlurm(nodes, jobs...)
+	out, _, err := runCLI(t, r, "status", "--noheader", "--spool", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "NODE") || strings.Contains(out, "JOB") || strings.Contains(out, "hadar-slurmd") {
+		t.Errorf("--noheader printed headers:\n%s", out)
+	}
 }
