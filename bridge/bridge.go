@@ -507,7 +507,16 @@ func (b *Bridge) updateProgress(ctx context.Context, log *slog.Logger, cfg Confi
 			continue // a copy's progress is its copies job's (copies.go)
 		}
 		var rp *Progress
-		if r, ok := reports[jv.ID]; ok {
+		r, ok := reports[jv.ID]
+		if rawOK := false; jv.RawID != "" && jv.RawID != jv.ID {
+			// An array task knows itself as its own SLURM_JOB_ID; hadar
+			// addresses it as ARRAY_TASK. Either report counts, the newer.
+			var raw Progress
+			if raw, rawOK = reports[jv.RawID]; rawOK && (!ok || raw.At.After(r.At)) {
+				r, ok = raw, true
+			}
+		}
+		if ok {
 			if b.trustReport(jv, r) {
 				rp = &r
 			} else if b.distrusted[jv.ID] != r.At {

@@ -69,6 +69,9 @@ type fakeJob struct {
 	mem        int64
 	name       string
 	timeLimit  time.Duration
+	// arrayJob and arrayTask make it an array task ("28", "0"): squeue
+	// shows it as 28_0, its own id (SLURM_JOB_ID) stays the fake's id.
+	arrayJob, arrayTask string
 }
 
 func newFakeCluster(nodes ...string) *fakeCluster {
@@ -268,6 +271,9 @@ func (f *fakeCluster) Jobs(ctx context.Context) ([]slurm.Job, error) {
 		sj := slurm.Job{JobID: id, ArrayJobID: id, User: j.user, State: j.state, NumNodes: j.numNodes,
 			SubmitTime: j.submit, Gres: g, Nodes: j.nodes, NodeList: strings.Join(j.nodes, ","), Reason: j.reason, Comment: j.comment,
 			Name: j.name}
+		if j.arrayJob != "" {
+			sj.ArrayJobID, sj.ArrayTaskID = j.arrayJob, j.arrayTask
+		}
 		out = append(out, sj)
 	}
 	return out, nil
@@ -287,7 +293,8 @@ func (f *fakeCluster) JobDetails(ctx context.Context) ([]slurm.JobDetail, error)
 		}
 		d := slurm.JobDetail{JobID: id, UserName: j.user, JobState: j.state, Comment: j.comment,
 			NumTasks: 1, Partition: "gpu", Features: j.features, ExcNodeList: j.exclude,
-			MinCPUsNode: max(j.cpus, 1), MinMemoryNodeMB: j.mem, Name: j.name, TimeLimit: j.timeLimit, AdminComment: j.admin}
+			MinCPUsNode: max(j.cpus, 1), MinMemoryNodeMB: j.mem, Name: j.name, TimeLimit: j.timeLimit, AdminComment: j.admin,
+			ArrayJobID: j.arrayJob, ArrayTaskID: j.arrayTask}
 		switch {
 		case j.gpusPerJob > 0:
 			d.TresPerJob = []slurm.GRES{{Name: "gpu", Type: j.typed, Count: j.gpusPerJob}}
@@ -332,6 +339,13 @@ func (f *fakeCluster) forEach(method string, ids []string, fn func(j *fakeJob) e
 			continue
 		}
 		j := f.jobs[id]
+		if j == nil {
+			for _, x := range f.jobs {
+				if x.arrayJob != "" && x.arrayJob+"_"+x.arrayTask == id {
+					j = x
+				}
+			}
+		}
 		if j == nil {
 			errs = append(errs, fmt.Errorf("%s: job %s: %w", method, id, slurm.ErrInvalidJobID))
 			continue

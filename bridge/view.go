@@ -51,8 +51,10 @@ var heldReasons = map[string]bool{"JobHeldUser": true, "JobHeldAdmin": true,
 
 // JobView is one job of the queue as the bridge understands it.
 type JobView struct {
-	// ID is the id scontrol takes ("123", or "45_6" for an array task).
+	// ID is the id scontrol takes ("123", or "45_6" for an array task);
+	// RawID is the job's own id (%A), what SLURM_JOB_ID says inside it.
 	ID    string
+	RawID string
 	User  string
 	State string
 	// Reason is Slurm's pending reason.
@@ -289,7 +291,7 @@ func BuildView(in ViewInput) *View {
 
 	for i := range in.Jobs {
 		j := &in.Jobs[i]
-		jv := &JobView{ID: j.ID(), User: j.User, State: j.State, Reason: j.Reason,
+		jv := &JobView{ID: j.ID(), RawID: j.JobID, User: j.User, State: j.State, Reason: j.Reason,
 			NumNodes: max(j.NumNodes, 1), Submit: j.SubmitTime, TimeUsed: j.TimeUsed}
 		jv.Held = j.State == "PENDING" && heldReasons[j.Reason]
 		if _, dup := v.byID[jv.ID]; dup {
