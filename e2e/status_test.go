@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -365,14 +366,29 @@ func TestUserCommands(t *testing.T) {
 	if r := e2eutil.Run(60*time.Second, e2eutil.SlurmEnv(slurmConf), daemonBin(), "--once", "--config", cfg); r.Err != nil {
 		t.Fatalf("hadar-slurmd --once: %v\n%s", r.Err, r.Stderr)
 	}
+	// A typed request is a constraint: placed, on its type only.
 	for id, want := range map[string]string{bad: `AdminComment=hadar: unknown model "nosuchmodel"; released to Slurm's scheduler`,
-		typed: "AdminComment=hadar: the job asks for a GPU type (gpu:v100:1)"} {
+		typed: "AdminComment=hadar: placed on node", good: "AdminComment=hadar: placed on node"} {
 		out := must(t, slurmConf, "scontrol", "show", "job", id)
 		if !strings.Contains(out, want) {
 			t.Errorf("scontrol show job %s lacks %q:\n%s", id, want, out)
 		}
 	}
-	waitState(t, slurmConf, []string{good}, "RUNNING", 30*time.Second)
+	waitState(t, slurmConf, []string{good, typed}, "RUNNING", 30*time.Second)
+	if q, _ := e2eutil.Queue(slurmConf, []string{typed}); !strings.HasPrefix(q[typed].Nodes, "node1") && !strings.HasPrefix(q[typed].Nodes, "node2") {
+		t.Errorf("typed v100 job %s runs on %q, want a v100 node (node1, node2)", typed, q[typed].Nodes)
+	}
+
+	// With the daemon stopped (--once has ended), explain as the user says so,
+	// from the daemon's world-readable status file.
+	r = asUser(user, slurmConf, 60*time.Second).Run(hadarBin(), "explain", "--spool", filepath.Join(dir, "spool"), "--json", good)
+	var ex struct {
+		Daemon      string `json:"daemon"`
+		DaemonAlive bool   `json:"daemon_alive"`
+	}
+	if r.Err != nil || json.Unmarshal([]byte(r.Stdout), &ex) != nil || ex.DaemonAlive || !strings.Contains(ex.Daemon, "hadar-slurmd is not running") {
+		t.Errorf("hadar explain %s as %s with the daemon stopped: %v %+v\n%s%s", good, user, r.Err, ex, r.Stdout, r.Stderr)
+	}
 
 	// scancel works for the user.
 	if r := asUser(user, slurmConf, 30*time.Second).Run("scancel", good); r.Err != nil {

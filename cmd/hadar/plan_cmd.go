@@ -45,6 +45,7 @@ func dryRoundFlags() []cli.Flag {
 			Usage: "hadar-slurmd's config `FILE` (its defaults are used when the default file is missing)"},
 		&cli.StringFlag{Name: "policy", Usage: "plan with this policy instead of the configured one"},
 		&cli.StringFlag{Name: "slurm-bin-dir", EnvVars: []string{"HADAR_SLURM_BIN_DIR"}, Usage: "directory of the Slurm client binaries (default: [slurm] bin_dir, then PATH)"},
+		&cli.StringFlag{Name: "spool", EnvVars: []string{"HADAR_SPOOL"}, Usage: "hadar-slurmd's spool_dir, where its status file says whether it runs (default: the config's spool_dir)"},
 	}
 }
 
@@ -162,7 +163,10 @@ func runDryRound(c *cli.Context) (*dryRound, error) {
 		return nil, err
 	}
 	dr := &dryRound{Report: rep, Config: cfg, Sources: sources, Jobs: cluster.jobs}
-	if st, err := bridge.ReadStatus(cfg.SpoolDir); err == nil {
+	if s := c.String("spool"); s != "" {
+		dr.Config.SpoolDir = s
+	}
+	if st, err := bridge.ReadStatus(dr.Config.SpoolDir); err == nil {
 		dr.Daemon = &st
 	} else {
 		dr.DaemonErr = shortErr(errors.Unwrap(err))
