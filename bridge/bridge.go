@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -184,7 +185,7 @@ func New(cfg Config, deps Deps) (*Bridge, error) {
 }
 
 func newPolicy(cfg Config) (optimizer.Policy, error) {
-	return optimizer.New(cfg.Policy, optimizer.Options{MigrationPenalty: cfg.MigrationPenalty.Duration})
+	return optimizer.New(cfg.Policy, cfg.PolicyOptions())
 }
 
 func lookupUID(name string) (int, error) {
@@ -245,7 +246,7 @@ func (b *Bridge) Reload(cfg Config) ([]string, error) {
 		cfg.DataDir = b.cfg.DataDir
 	}
 	changes := b.cfg.Diff(cfg)
-	if cfg.Policy != b.cfg.Policy || cfg.MigrationPenalty != b.cfg.MigrationPenalty {
+	if cfg.Policy != b.cfg.Policy || !reflect.DeepEqual(cfg.PolicyOptions(), b.cfg.PolicyOptions()) {
 		pol, perr := newPolicy(cfg)
 		if perr != nil {
 			return nil, perr

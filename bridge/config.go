@@ -104,6 +104,72 @@ type Config struct {
 	Log LogConfig `toml:"log"`
 	// Metrics configures the Prometheus endpoint.
 	Metrics MetricsConfig `toml:"metrics"`
+	// Policies are the knobs of each policy ([policies.hadar], ...), the
+	// same for the daemon and for `hadar simulate --config`.
+	Policies PoliciesConfig `toml:"policies"`
+}
+
+// PoliciesConfig is the [policies] table: one sub-table per policy that has
+// knobs.
+type PoliciesConfig struct {
+	// Hadar tunes hadar and hadare.
+	Hadar HadarPolicyConfig `toml:"hadar"`
+	// Tiresias tunes tiresias.
+	Tiresias TiresiasPolicyConfig `toml:"tiresias"`
+}
+
+// HadarPolicyConfig is the [policies.hadar] table (optimizer.HadarOptions).
+type HadarPolicyConfig struct {
+	// Critical: a job whose remaining time on its best type is at least
+	// this fraction of the fluid horizon (the estimated end of all current
+	// work) is critical and served first. Default 0.9.
+	Critical float64 `toml:"critical"`
+	// PriceRounds bounds the price search (tatonnement) per round. Default 60.
+	PriceRounds int `toml:"price_rounds"`
+	// FluidEvery is the rounds between solves of the fluid min-makespan LP;
+	// -1 turns the LP off. Default 10.
+	FluidEvery int `toml:"fluid_every"`
+	// LeadShare: a job follows the LP's order of GPU types only where the LP
+	// gives it at least this share of its time on some type. Default 0.3.
+	LeadShare float64 `toml:"lead_share"`
+	// MinShare: GPUs left after the first pass go only to jobs with at least
+	// this share on the type. Default 0.05.
+	MinShare float64 `toml:"min_share"`
+	// ShareTie: shares closer than this are a tie, and prices decide.
+	// Default 0.02.
+	ShareTie float64 `toml:"share_tie"`
+	// UncontendedShare: a round whose gangs need at most this share of the
+	// GPUs has no scarce type; every job then prefers its fastest type.
+	// Default 0.9.
+	UncontendedShare float64 `toml:"uncontended_share"`
+}
+
+// TiresiasPolicyConfig is the [policies.tiresias] table.
+type TiresiasPolicyConfig struct {
+	// Thresholds are the attained-service bounds (GPU-seconds) of its
+	// queues, increasing. Default [3250, 7200, 18000].
+	Thresholds []float64 `toml:"thresholds"`
+	// PromoteKnob: a job waiting longer than this many times its run time
+	// is promoted to the first queue. Default 8.
+	PromoteKnob float64 `toml:"promote_knob"`
+}
+
+// PolicyOptions are the optimizer options of this config.
+func (c Config) PolicyOptions() optimizer.Options {
+	h, ti := c.Policies.Hadar, c.Policies.Tiresias
+	return optimizer.Options{MigrationPenalty: c.MigrationPenalty.Duration,
+		Hadar: optimizer.HadarOptions{Critical: h.Critical, PriceRounds: h.PriceRounds, FluidEvery: h.FluidEvery,
+			LeadShare: h.LeadShare, MinShare: h.MinShare, ShareTie: h.ShareTie, Uncontended: h.UncontendedShare},
+		Tiresias: optimizer.TiresiasOptions{Thresholds: append([]float64(nil), ti.Thresholds...), PromoteKnob: ti.PromoteKnob}}
+}
+
+func defaultPolicies() PoliciesConfig {
+	h, ti := optimizer.DefaultHadarOptions(), optimizer.DefaultTiresiasOptions()
+	return PoliciesConfig{
+		Hadar: HadarPolicyConfig{Critical: h.Critical, PriceRounds: h.PriceRounds, FluidEvery: h.FluidEvery,
+			LeadShare: h.LeadShare, MinShare: h.MinShare, ShareTie: h.ShareTie, UncontendedShare: h.Uncontended},
+		Tiresias: TiresiasPolicyConfig{Thresholds: ti.Thresholds, PromoteKnob: ti.PromoteKnob},
+	}
 }
 
 // SlurmConfig is the [slurm] table.
@@ -166,6 +232,7 @@ func DefaultConfig() Config {
 		Slurm:            SlurmConfig{CommandTimeout: Duration{60 * time.Second}},
 		Log:              LogConfig{Format: "text", Level: "info"},
 		Metrics:          MetricsConfig{Listen: "127.0.0.1:9788"},
+		Policies:         defaultPolicies(),
 	}
 }
 
@@ -307,6 +374,14 @@ func (c Config) Validate() error {
 	} {
 		if d.v < d.min {
 			return bad(d.key, "%v is below the minimum %v", d.v, d.min)
+		}
+	}
+	// The optimizer's messages start with the key ("critical = 2: ...").
+	o := c.PolicyOptions()
+	for table, err := range map[string]error{"policies.hadar": o.Hadar.Validate(), "policies.tiresias": o.Tiresias.Validate()} {
+		if err != nil {
+			key, _, _ := strings.Cut(err.Error(), " ")
+			return bad(table+"."+key, "%v", err)
 		}
 	}
 	if c.MinRoundGap.Duration > c.Round.Duration {

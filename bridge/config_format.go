@@ -120,6 +120,12 @@ func tomlValue(v reflect.Value) string {
 		return strconv.FormatInt(v.Int(), 10)
 	case reflect.Float64, reflect.Float32:
 		return strconv.FormatFloat(v.Float(), 'g', -1, 64)
+	case reflect.Slice:
+		parts := make([]string, v.Len())
+		for i := range parts {
+			parts[i] = tomlValue(v.Index(i))
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
 	}
 	return tomlString(fmt.Sprint(v.Interface()))
 }

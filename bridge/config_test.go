@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/hadar-sched/hadar/optimizer"
 )
 
 func TestDefaultConfigValid(t *testing.T) {
@@ -144,5 +146,29 @@ func TestLoadConfigFiles(t *testing.T) {
 	}
 	if _, _, err := LoadConfigOrDefault(missing, false); err == nil {
 		t.Error("LoadConfigOrDefault(missing, false): no error")
+	}
+}
+
+func TestPolicyOptionsFromConfig(t *testing.T) {
+	cfg, err := ParseConfig([]byte("[policies.hadar]\ncritical = 0.8\nfluid_every = -1\n[policies.tiresias]\nthresholds = [100, 200]\n"), "t.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := cfg.PolicyOptions()
+	if o.Hadar.Critical != 0.8 || o.Hadar.FluidEvery != -1 || o.Hadar.PriceRounds != 60 || len(o.Tiresias.Thresholds) != 2 {
+		t.Errorf("options %+v", o)
+	}
+	p, err := newPolicy(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = p
+	if h := optimizer.NewHadar(o); h.Critical != 0.8 || h.FluidEvery != 0 {
+		t.Errorf("hadar built with %+v", h)
+	}
+	for _, bad := range []string{"[policies.hadar]\ncritical = 2\n", "[policies.tiresias]\nthresholds = [300, 200]\n", "[policies.hadar]\nbogus = 1\n"} {
+		if _, err := ParseConfig([]byte(bad), "t.toml"); err == nil || !strings.Contains(err.Error(), "t.toml:2") {
+			t.Errorf("ParseConfig(%q) = %v, want an error at line 2", bad, err)
+		}
 	}
 }

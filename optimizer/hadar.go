@@ -47,6 +47,8 @@ type Hadar struct {
 	// FluidEvery is the number of rounds between solves of the fluid LP
 	// (also re-solved when a job appears); 0 turns the LP off.
 	FluidEvery int
+	// LeadShare, MinShare, ShareTie and Uncontended: see HadarOptions.
+	LeadShare, MinShare, ShareTie, Uncontended float64
 
 	// prices are the last round's balanced prices, the next round's start.
 	prices map[string]float64
@@ -63,24 +65,17 @@ type fluidPlan struct {
 	age   int // rounds since the solve
 }
 
-// Thresholds on the fluid plan's shares: a job follows the LP's type order
-// only where the LP gives it a substantial share somewhere (tiny shares are
-// the solver's interior point, not a decision); pass 1b hands free GPUs only
-// to jobs with a real share on the type.
-const (
-	fluidLeadShare = 0.3
-	fluidMinShare  = 0.05
-	fluidShareTie  = 0.02
-)
-
-// uncontendedShare: the cluster counts as uncontended in a round when the
-// gangs of all its jobs need at most this share of its GPUs.
-const uncontendedShare = 0.9
-
 func init() {
 	Register("hadar", "Hadar: task-level, heterogeneity-aware, primal-dual prices per GPU type and a fluid LP; critical jobs first, then shortest remaining area", func(o Options) Policy {
-		return &Hadar{Critical: 0.9, MigrationPenalty: o.MigrationPenalty.Seconds(), PriceRounds: 60, FluidEvery: 10}
+		return NewHadar(o)
 	})
+}
+
+// NewHadar returns hadar with o's knobs (zero fields: the defaults).
+func NewHadar(o Options) *Hadar {
+	h := o.Hadar.withDefaults()
+	return &Hadar{Critical: h.Critical, MigrationPenalty: o.MigrationPenalty.Seconds(), PriceRounds: h.PriceRounds, FluidEvery: h.FluidEvery,
+		LeadShare: h.LeadShare, MinShare: h.MinShare, ShareTie: h.ShareTie, Uncontended: h.Uncontended}
 }
 
 // Name implements Policy.
@@ -131,13 +126,13 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 	// When every job's gang fits at once, no GPU type is scarce: its price
 	// is zero (complementary slackness) and every job prefers its fastest
 	// type; the order below only decides who gets a contended fast type.
-	// "Fits" keeps a margin (uncontendedShare) for gangs that do not fit
+	// "Fits" keeps a margin (Uncontended) for gangs that do not fit
 	// the GPUs a node has left.
 	demand := 0
 	for _, h := range hj {
 		demand += h.Workers
 	}
-	uncontended := float64(demand) <= uncontendedShare*float64(totalGPUs)
+	uncontended := float64(demand) <= p.Uncontended*float64(totalGPUs)
 	for _, h := range hj {
 		if uncontended {
 			sort.SliceStable(h.prefs, func(a, b int) bool { return h.rates[h.prefs[a]] > h.rates[h.prefs[b]] })
@@ -150,12 +145,12 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 		// the job within the horizon comes after every type that can.
 		lead := false
 		for _, t := range h.prefs {
-			lead = lead || share(h, t) >= fluidLeadShare
+			lead = lead || share(h, t) >= p.LeadShare
 		}
 		fits := func(t string) bool { return h.RemainingSteps/h.rates[t] <= p.Critical*horizon }
 		sort.SliceStable(h.prefs, func(a, b int) bool {
 			ta, tb := h.prefs[a], h.prefs[b]
-			if xa, xb := share(h, ta), share(h, tb); lead && math.Abs(xa-xb) > fluidShareTie {
+			if xa, xb := share(h, ta), share(h, tb); lead && math.Abs(xa-xb) > p.ShareTie {
 				return xa > xb
 			}
 			if fa, fb := fits(ta), fits(tb); fa != fb {
@@ -238,7 +233,7 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 				if pool.Free(t) == 0 {
 					break
 				}
-				if _, placed := plan.Assignments[h.ID]; placed || h.Workers > pool.Free(t) || share(h, t) < fluidMinShare {
+				if _, placed := plan.Assignments[h.ID]; placed || h.Workers > pool.Free(t) || share(h, t) < p.MinShare {
 					continue
 				}
 				if tasks := pool.placeOnType(h.Job, t); tasks != nil {

@@ -193,7 +193,7 @@ func TestHadarFluidPlanCadence(t *testing.T) {
 		}
 		return b.s
 	}
-	p := &Hadar{Critical: 0.9, PriceRounds: 60, FluidEvery: 3}
+	p := NewHadar(Options{Hadar: HadarOptions{FluidEvery: 3}})
 	plan := func(s *Snapshot, round int) {
 		t.Helper()
 		s.Now = t0.Add(time.Duration(round) * s.Round)
@@ -238,7 +238,7 @@ func TestHadarFluidPlanCadence(t *testing.T) {
 		t.Errorf("fluid plan still holds a share for j1 after a re-solve without it")
 	}
 
-	off := &Hadar{Critical: 0.9, PriceRounds: 60}
+	off := NewHadar(Options{Hadar: HadarOptions{FluidEvery: -1}})
 	if _, err := off.Plan(build("j1")); err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestHadarFluidPlanSetsHorizon(t *testing.T) {
 	s := newSnapshot().node("a", "v100", 1).node("b", "k80", 1).
 		job("j1", 1, 36000, map[string]float64{"v100": 2, "k80": 1}).
 		job("j2", 1, 36000, map[string]float64{"v100": 2, "k80": 1}).s
-	p := &Hadar{Critical: 0.9, PriceRounds: 60, FluidEvery: 10}
+	p := NewHadar(Options{})
 	out, err := p.Plan(s)
 	if err != nil {
 		t.Fatal(err)

@@ -81,7 +81,7 @@ func NewHadarE(o Options) *HadarE {
 	if eff <= 0 {
 		eff = 1
 	}
-	h := registry["hadar"].factory(o).(*Hadar)
+	h := NewHadar(o)
 	return &HadarE{Hadar: h, MaxCopies: o.MaxCopies, Efficiency: eff, Critical: h.Critical}
 }
 

@@ -25,6 +25,125 @@ type Options struct {
 	// MigrationPenalty is the work a running job loses when it moves (its
 	// restart cost); Hadar moves a job only when that saves more.
 	MigrationPenalty time.Duration
+	// Hadar tunes hadar and hadare; Tiresias tunes tiresias. Zero fields
+	// take the defaults (DefaultHadarOptions, DefaultTiresiasOptions).
+	Hadar    HadarOptions
+	Tiresias TiresiasOptions
+}
+
+// HadarOptions are hadar's knobs (the daemon's [policies.hadar]).
+type HadarOptions struct {
+	// Critical is the fraction of the fluid horizon above which a job is
+	// critical (served first, on its best type). 0 < Critical <= 1.
+	Critical float64
+	// PriceRounds bounds the tatonnement iterations per round.
+	PriceRounds int
+	// FluidEvery is the rounds between solves of the fluid LP; -1 turns it
+	// off.
+	FluidEvery int
+	// LeadShare: a job follows the LP's type order only where the LP gives
+	// it at least this share of its time somewhere (smaller shares are the
+	// interior-point solver's, not a decision); ShareTie: shares closer
+	// than this are a tie; MinShare: GPUs left after the first pass go
+	// only to jobs with at least this share on the type.
+	LeadShare float64
+	MinShare  float64
+	ShareTie  float64
+	// Uncontended: a round whose gangs need at most this share of the GPUs
+	// has no scarce type, and every job prefers its fastest type.
+	Uncontended float64
+}
+
+// DefaultHadarOptions are hadar's defaults, measured in docs/results.md.
+func DefaultHadarOptions() HadarOptions {
+	return HadarOptions{Critical: 0.9, PriceRounds: 60, FluidEvery: 10, LeadShare: 0.3, MinShare: 0.05, ShareTie: 0.02, Uncontended: 0.9}
+}
+
+// withDefaults fills zero fields.
+func (o HadarOptions) withDefaults() HadarOptions {
+	d := DefaultHadarOptions()
+	if o.Critical <= 0 {
+		o.Critical = d.Critical
+	}
+	if o.PriceRounds <= 0 {
+		o.PriceRounds = d.PriceRounds
+	}
+	for _, f := range []struct {
+		v *float64
+		d float64
+	}{{&o.LeadShare, d.LeadShare}, {&o.MinShare, d.MinShare}, {&o.ShareTie, d.ShareTie}, {&o.Uncontended, d.Uncontended}} {
+		if *f.v <= 0 {
+			*f.v = f.d
+		}
+	}
+	switch {
+	case o.FluidEvery == 0:
+		o.FluidEvery = d.FluidEvery
+	case o.FluidEvery < 0:
+		o.FluidEvery = 0
+	}
+	return o
+}
+
+// Validate reports a knob out of range.
+func (o HadarOptions) Validate() error {
+	if o.Critical < 0 || o.Critical > 1 {
+		return fmt.Errorf("critical = %g: want a fraction in (0, 1]", o.Critical)
+	}
+	if o.PriceRounds < 0 {
+		return fmt.Errorf("price_rounds = %d: want > 0", o.PriceRounds)
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"lead_share", o.LeadShare}, {"min_share", o.MinShare}, {"share_tie", o.ShareTie}, {"uncontended_share", o.Uncontended}} {
+		if f.v < 0 || f.v > 1 {
+			return fmt.Errorf("%s = %g: want a fraction in (0, 1]", f.name, f.v)
+		}
+	}
+	if o.FluidEvery < -1 {
+		return fmt.Errorf("fluid_every = %d: want > 0, or -1 for no fluid LP", o.FluidEvery)
+	}
+	return nil
+}
+
+// TiresiasOptions are tiresias's knobs (the config's [policies.tiresias]).
+type TiresiasOptions struct {
+	// Thresholds are the attained-service (GPU-seconds) bounds of its
+	// queues, increasing.
+	Thresholds []float64
+	// PromoteKnob: a job waiting longer than PromoteKnob times its run time
+	// is promoted to the highest queue (starvation guard).
+	PromoteKnob float64
+}
+
+// DefaultTiresiasOptions are the Tiresias paper's settings as Gavel uses them.
+func DefaultTiresiasOptions() TiresiasOptions {
+	return TiresiasOptions{Thresholds: []float64{3250, 7200, 18000}, PromoteKnob: 8}
+}
+
+func (o TiresiasOptions) withDefaults() TiresiasOptions {
+	d := DefaultTiresiasOptions()
+	if len(o.Thresholds) == 0 {
+		o.Thresholds = d.Thresholds
+	}
+	if o.PromoteKnob <= 0 {
+		o.PromoteKnob = d.PromoteKnob
+	}
+	return o
+}
+
+// Validate reports a knob out of range.
+func (o TiresiasOptions) Validate() error {
+	for i, th := range o.Thresholds {
+		if th <= 0 || (i > 0 && th <= o.Thresholds[i-1]) {
+			return fmt.Errorf("thresholds = %v: want positive and increasing", o.Thresholds)
+		}
+	}
+	if o.PromoteKnob < 0 {
+		return fmt.Errorf("promote_knob = %g: want > 0", o.PromoteKnob)
+	}
+	return nil
 }
 
 // Factory builds a fresh policy instance; each simulation run or daemon gets

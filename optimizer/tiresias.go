@@ -24,8 +24,9 @@ type Tiresias struct {
 
 func init() {
 	Register("tiresias", "Tiresias: discretised 2D-LAS (GPU-time queues 3250/7200/18000 s), preemptive, starvation promotion, agnostic", func(o Options) Policy {
+		to := o.Tiresias.withDefaults()
 		return &Tiresias{
-			Thresholds: []float64{3250, 7200, 18000}, PromoteKnob: 8,
+			Thresholds: append([]float64(nil), to.Thresholds...), PromoteKnob: to.PromoteKnob,
 			rng:     rand.New(rand.NewPCG(uint64(o.Seed), 0x94d049bb133111eb)),
 			lastRun: map[string]time.Time{}, offset: map[string]float64{},
 		}
