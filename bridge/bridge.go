@@ -202,7 +202,8 @@ func (b *Bridge) Close() error { return b.state.Close() }
 // status is the daemon's identity for StatusFile.
 func (b *Bridge) status(cfg Config) DaemonStatus {
 	host, _ := os.Hostname()
-	return DaemonStatus{PID: os.Getpid(), Host: host, Started: b.started, RoundSeconds: cfg.Round.Duration.Seconds()}
+	return DaemonStatus{PID: os.Getpid(), Host: host, SlurmConf: os.Getenv("SLURM_CONF"), Started: b.started,
+		RoundSeconds: cfg.Round.Duration.Seconds()}
 }
 
 // MarkStopped records a clean stop in the status file, so users' tools say

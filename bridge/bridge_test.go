@@ -479,7 +479,7 @@ func TestMigrationAndProgress(t *testing.T) {
 	}
 	calls := h.fc.Calls()
 	want := []string{"RequeueHold " + id, "PlaceOnNodes " + id + " node", "UpdateJobs " + id + " StartTime=now", "Release " + id,
-		"SetAdminComment " + id + ` "hadar: placed on node`}
+		"SetAdminComment " + id + ` "hadar: placed by hadar on`}
 	if len(calls) != len(want) {
 		t.Fatalf("calls: %v", calls)
 	}

@@ -461,18 +461,21 @@ func Derive(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams
 
 // WaitingComment is the AdminComment of a job hadar holds for want of
 // GPUs, so that squeue -O AdminComment and scontrol show job say that hadar
-// holds it (JobHeldUser alone reads as if the user had).
-func WaitingComment(id string, types []string) string {
+// holds it (JobHeldUser alone reads as if the user had). It names no job,
+// so that one scontrol update sets it for every job waiting for the same
+// types.
+func WaitingComment(types []string) string {
 	what := "free GPUs"
 	if len(types) > 0 {
 		what = "free " + strings.Join(types, " or ") + " GPUs"
 	}
-	return fmt.Sprintf("hadar: waiting for %s (held by hadar, not by you); hadar explain %s says why", what, id)
+	return fmt.Sprintf("hadar: waiting for %s (held by hadar, not by you); `hadar explain JOBID` says why", what)
 }
 
-// PlacedComment is the AdminComment of a job hadar placed.
-func PlacedComment(to, gpuType string) string {
-	return fmt.Sprintf("hadar: placed on %s (%s)", to, gpuType)
+// PlacedComment is the AdminComment of a job hadar placed, one text per
+// GPU type for the same reason.
+func PlacedComment(gpuType string) string {
+	return fmt.Sprintf("hadar: placed by hadar on %s GPUs", gpuType)
 }
 
 // statusComments keep the admin comment of hadar's waiting and placed jobs
@@ -501,9 +504,9 @@ func statusComments(v *View, s *optimizer.Snapshot, decisions []Decision) []Acti
 					}
 				}
 			}
-			text = WaitingComment(jv.ID, types)
+			text = WaitingComment(types)
 		case DecidePlace, DecideMigrate:
-			text = PlacedComment(dec.To, dec.GPUType)
+			text = PlacedComment(dec.GPUType)
 		default:
 			continue
 		}

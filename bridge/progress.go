@@ -26,6 +26,9 @@ type Progress struct {
 	JobID string `json:"job_id"`
 	// Steps is the number of training steps the job has done in total.
 	Steps float64 `json:"steps"`
+	// Total is the number of steps the job says it will do in all, or 0
+	// when it did not say (optional; older reports do not carry it).
+	Total float64 `json:"total,omitempty"`
 	// At is when the job reported.
 	At time.Time `json:"at"`
 	// UID is the owner of the report file (set by ReadProgress).
@@ -46,11 +49,21 @@ func ProgressPath(spoolDir, jobID string) string {
 // /tmp: every job can report, no job can replace another user's report) if
 // it is missing. It is what `hadar report --steps N` calls inside a job.
 func WriteProgress(spoolDir, jobID string, steps float64, at time.Time) error {
+	return WriteReport(spoolDir, Progress{JobID: jobID, Steps: steps, At: at})
+}
+
+// WriteReport is WriteProgress for a whole report: p.JobID, p.Steps, p.At
+// and, when the job knows it, p.Total (0: not known).
+func WriteReport(spoolDir string, p Progress) error {
+	jobID, steps, at := p.JobID, p.Steps, p.At
 	if !reProgressID.MatchString(jobID) {
 		return fmt.Errorf("write progress: bad job id %q", clip(jobID))
 	}
 	if math.IsNaN(steps) || math.IsInf(steps, 0) || steps < 0 {
 		return fmt.Errorf("write progress of job %s: steps %v, want a finite number >= 0", jobID, steps)
+	}
+	if math.IsNaN(p.Total) || math.IsInf(p.Total, 0) || p.Total < 0 {
+		return fmt.Errorf("write progress of job %s: total %v, want a finite number >= 0", jobID, p.Total)
 	}
 	dir := filepath.Join(spoolDir, ProgressSubdir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -60,7 +73,7 @@ func WriteProgress(spoolDir, jobID string, steps float64, at time.Time) error {
 		// Created by root (the daemon or an admin): open it to every job.
 		_ = os.Chmod(dir, 0o777|os.ModeSticky)
 	}
-	b, err := json.Marshal(Progress{JobID: jobID, Steps: steps, At: at.UTC()})
+	b, err := json.Marshal(Progress{JobID: jobID, Steps: steps, Total: p.Total, At: at.UTC()})
 	if err != nil {
 		return fmt.Errorf("write progress of job %s: %w", jobID, err)
 	}
@@ -169,6 +182,9 @@ func readProgressFile(path string) (Progress, error) {
 	}
 	if math.IsNaN(p.Steps) || math.IsInf(p.Steps, 0) || p.Steps < 0 {
 		return Progress{}, errors.New("steps out of range")
+	}
+	if math.IsNaN(p.Total) || math.IsInf(p.Total, 0) || p.Total < 0 {
+		p.Total = 0 // an optional field: a bad total does not lose the steps
 	}
 	if p.At.IsZero() {
 		p.At = st.ModTime()

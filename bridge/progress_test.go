@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,5 +114,47 @@ func TestArrayTaskProgress(t *testing.T) {
 	p, ok := prog["28_0"]
 	if !ok || !p.Reported || p.ReportedSteps != 1150 {
 		t.Fatalf("progress of 28_0 = %+v (found %v), want the task's report of 1150 steps", p, ok)
+	}
+}
+
+func TestProgressTotal(t *testing.T) {
+	spool := t.TempDir()
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	if err := WriteReport(spool, Progress{JobID: "28_0", Steps: 450, Total: 1000, At: at}); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []float64{-1, math.NaN(), math.Inf(1)} {
+		if err := WriteReport(spool, Progress{JobID: "5", Steps: 1, Total: bad, At: at}); err == nil {
+			t.Errorf("total %v accepted", bad)
+		}
+	}
+	b, err := os.ReadFile(ProgressPath(spool, "28_0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"job_id":"28_0","steps":450,"total":1000,"at":"2026-12-01T10:00:00Z"}` + "\n"; string(b) != want {
+		t.Errorf("file = %q, want %q", b, want)
+	}
+	// Without a total the file is what older versions wrote.
+	if err := WriteProgress(spool, "7", 3, at); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(ProgressPath(spool, "7")); strings.Contains(string(b), "total") {
+		t.Errorf("report without a total has one: %s", b)
+	}
+	// A bad total from another writer keeps the steps.
+	dir := filepath.Join(spool, ProgressSubdir)
+	if err := os.WriteFile(filepath.Join(dir, "9.json"), []byte(`{"job_id":"9","steps":5,"total":-4}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, errs := ReadProgress(spool)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if p := got["28_0"]; p.Steps != 450 || p.Total != 1000 {
+		t.Errorf("28_0 = %+v", p)
+	}
+	if p := got["9"]; p.Steps != 5 || p.Total != 0 {
+		t.Errorf("9 = %+v", p)
 	}
 }

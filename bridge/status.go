@@ -18,9 +18,12 @@ const StatusFile = "hadar-status.json"
 
 // DaemonStatus is what StatusFile holds.
 type DaemonStatus struct {
-	PID     int       `json:"pid"`
-	Host    string    `json:"host"`
-	Started time.Time `json:"started"`
+	PID  int    `json:"pid"`
+	Host string `json:"host"`
+	// SlurmConf is the daemon's SLURM_CONF: a reader of another cluster
+	// (another SLURM_CONF) must not take this status for its own.
+	SlurmConf string    `json:"slurm_conf"`
+	Started   time.Time `json:"started"`
 	// LastRound is when the last round started; RoundSeconds the round
 	// length in the daemon's config.
 	LastRound    time.Time `json:"last_round"`
@@ -99,15 +102,23 @@ func WriteStatus(spoolDir string, st DaemonStatus) error {
 	return nil
 }
 
-// ReadStatus reads the daemon's status from spoolDir.
+// ErrOtherCluster: the status file belongs to a daemon of another cluster.
+var ErrOtherCluster = errors.New("the status file is of another cluster's daemon")
+
+// ReadStatus reads the daemon's status from spoolDir; a status written
+// under another SLURM_CONF than the reader's is ErrOtherCluster.
 func ReadStatus(spoolDir string) (DaemonStatus, error) {
 	var st DaemonStatus
-	b, err := os.ReadFile(filepath.Join(spoolDir, StatusFile))
+	path := filepath.Join(spoolDir, StatusFile)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return st, fmt.Errorf("read daemon status: %w", err)
 	}
 	if err := json.Unmarshal(b, &st); err != nil {
-		return st, fmt.Errorf("read daemon status %s: %w", filepath.Join(spoolDir, StatusFile), err)
+		return st, fmt.Errorf("read daemon status %s: %w", path, err)
+	}
+	if mine := os.Getenv("SLURM_CONF"); st.SlurmConf != mine {
+		return st, fmt.Errorf("read daemon status %s: %w (SLURM_CONF %q, yours %q)", path, ErrOtherCluster, st.SlurmConf, mine)
 	}
 	return st, nil
 }

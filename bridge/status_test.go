@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -72,11 +73,11 @@ func TestWaitingJobsSayHadarHoldsThem(t *testing.T) {
 		switch j.state {
 		case "PENDING":
 			waiting++
-			if !strings.HasPrefix(j.admin, "hadar: waiting for free ") || !strings.Contains(j.admin, "hadar explain "+id) {
+			if !strings.HasPrefix(j.admin, "hadar: waiting for free ") || !strings.Contains(j.admin, "hadar explain JOBID") {
 				t.Errorf("waiting job %s: admin comment %q", id, j.admin)
 			}
 		case "RUNNING":
-			if !strings.HasPrefix(j.admin, "hadar: placed on ") {
+			if !strings.HasPrefix(j.admin, "hadar: placed by hadar on ") {
 				t.Errorf("running job %s: admin comment %q", id, j.admin)
 			}
 		}
@@ -84,11 +85,37 @@ func TestWaitingJobsSayHadarHoldsThem(t *testing.T) {
 	if waiting != 2 {
 		t.Fatalf("%d jobs wait, want 2 (5 nodes of 4 GPUs, 7 jobs of 4): %v", waiting, actionStrings(rep.Actions))
 	}
+	// One update per distinct text, not per job: 7 jobs on 3 GPU types and
+	// one set of types to wait for make at most 4.
+	comments := 0
+	for _, a := range rep.Actions {
+		if a.Kind == ActComment {
+			comments++
+		}
+	}
+	if comments > 4 {
+		t.Errorf("%d comment updates for 7 jobs, want at most 4: %v", comments, actionStrings(rep.Actions))
+	}
 	h.clock.advance(time.Minute)
 	rep = h.cycle(b)
 	for _, a := range rep.Actions {
 		if a.Kind == ActComment {
 			t.Errorf("second round rewrote a comment: %s", a)
 		}
+	}
+}
+
+func TestStatusOfAnotherCluster(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("SLURM_CONF", "/etc/slurm/a.conf")
+	if err := WriteStatus(dir, DaemonStatus{PID: 1, SlurmConf: "/etc/slurm/a.conf"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadStatus(dir); err != nil {
+		t.Fatalf("same cluster: %v", err)
+	}
+	t.Setenv("SLURM_CONF", "/tmp/other/slurm.conf")
+	if _, err := ReadStatus(dir); !errors.Is(err, ErrOtherCluster) {
+		t.Fatalf("another cluster's status: %v, want ErrOtherCluster", err)
 	}
 }

@@ -368,7 +368,7 @@ func TestUserCommands(t *testing.T) {
 	}
 	// A typed request is a constraint: placed, on its type only.
 	for id, want := range map[string]string{bad: `AdminComment=hadar: unknown model "nosuchmodel"; released to Slurm's scheduler`,
-		typed: "AdminComment=hadar: placed on node", good: "AdminComment=hadar: placed on node"} {
+		typed: "AdminComment=hadar: placed by hadar on", good: "AdminComment=hadar: placed by hadar on"} {
 		out := must(t, slurmConf, "scontrol", "show", "job", id)
 		if !strings.Contains(out, want) {
 			t.Errorf("scontrol show job %s lacks %q:\n%s", id, want, out)

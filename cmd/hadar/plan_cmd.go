@@ -170,6 +170,9 @@ func runDryRound(c *cli.Context) (*dryRound, error) {
 		dr.Daemon = &st
 	} else {
 		dr.DaemonErr = shortErr(errors.Unwrap(err))
+		if errors.Is(err, bridge.ErrOtherCluster) {
+			dr.DaemonErr = "of another cluster's daemon"
+		}
 	}
 	return dr, nil
 }
