@@ -16,12 +16,15 @@ type Alias struct {
 	GPUType string `json:"gpu_type"`
 }
 
-// DefaultAliases are the names a new database starts with: the names NVML
-// and common gres.conf files give the GPUs in Gavel's matrix and a few newer
-// ones. Their canonical types are created with them; a type with no rates
-// runs every job at 0 until rates are set, learned or imported.
+// DefaultAliases are the names a new database starts with: the names
+// Slurm's AutoDetect=nvml (and rsmi) gives the GPUs of the catalogue (the
+// device name lowercased, spaces as underscores) and the names sites
+// commonly write in gres.conf. Every target is a catalogue type (Catalog),
+// created with the database; a type with no rates gets the prior's (see
+// WithPrior) until rates are set, learned or imported.
 func DefaultAliases() []Alias {
 	return []Alias{
+		// Kepler, Pascal, Volta, Turing (Gavel's k80, p100, v100).
 		{"tesla_k80", "k80"},
 		{"tesla_p100-pcie-12gb", "p100"},
 		{"tesla_p100-pcie-16gb", "p100"},
@@ -31,17 +34,66 @@ func DefaultAliases() []Alias {
 		{"tesla_v100-sxm2-16gb", "v100"},
 		{"tesla_v100-sxm2-32gb", "v100"},
 		{"tesla_v100s-pcie-32gb", "v100"},
+		{"v100-sxm2-32gb", "v100"},
+		{"v100-32gb", "v100"},
+		{"v100s", "v100"},
 		{"tesla_t4", "t4"},
-		{"NVlink_A100_40GB", "a100"},
-		{"nvidia_a100-pcie-40gb", "a100"},
-		{"nvidia_a100-sxm4-40gb", "a100"},
-		{"nvidia_a100-sxm4-80gb", "a100"},
-		{"nvidia_a100_80gb_pcie", "a100"},
+		{"nvidia_t4", "t4"},
+		{"quadro_rtx_8000", "rtx8000"},
+		{"nvidia_quadro_rtx_8000", "rtx8000"},
+		{"rtx_8000", "rtx8000"},
+		// Ampere.
+		{"nvidia_a10", "a10"},
+		{"nvidia_a30", "a30"},
 		{"nvidia_a40", "a40"},
-		{"nvidia_rtx_a6000", "a6000"},
+		{"nvidia_a100-sxm4-80gb", "a100"},
+		{"a100-sxm4-80gb", "a100"},
+		{"a100_80gb", "a100"},
+		{"a100-80gb", "a100"},
+		{"a100-sxm4", "a100"},
+		{"nvidia_a100-sxm4-40gb", "a100-40gb"},
+		{"a100-sxm4-40gb", "a100-40gb"},
+		{"NVlink_A100_40GB", "a100-40gb"},
+		{"nvidia_a100-pcie-40gb", "a100-pcie"},
+		{"nvidia_a100_80gb_pcie", "a100-pcie"},
+		{"a100-pcie-40gb", "a100-pcie"},
+		{"a100-pcie-80gb", "a100-pcie"},
+		{"a100_pcie", "a100-pcie"},
+		{"nvidia_geforce_rtx_3090", "rtx3090"},
+		{"rtx_3090", "rtx3090"},
+		{"nvidia_rtx_a6000", "rtxa6000"},
+		{"rtx_a6000", "rtxa6000"},
+		{"a6000", "rtxa6000"},
+		// Ada Lovelace.
+		{"nvidia_l4", "l4"},
+		{"nvidia_l40", "l40"},
 		{"nvidia_l40s", "l40s"},
+		{"nvidia_geforce_rtx_4090", "rtx4090"},
+		{"rtx_4090", "rtx4090"},
+		{"nvidia_rtx_6000_ada_generation", "rtx6000ada"},
+		{"rtx_6000_ada", "rtx6000ada"},
+		{"rtx6000_ada", "rtx6000ada"},
+		// Hopper, Blackwell.
 		{"nvidia_h100_80gb_hbm3", "h100"},
-		{"nvidia_h100_pcie", "h100"},
+		{"h100-sxm5-80gb", "h100"},
+		{"h100-sxm5", "h100"},
+		{"h100_80gb", "h100"},
+		{"h100-80gb", "h100"},
+		{"nvidia_h100_pcie", "h100-pcie"},
+		{"h100_pcie", "h100-pcie"},
+		{"nvidia_h100_nvl", "h100-nvl"},
+		{"h100_nvl", "h100-nvl"},
+		{"h100nvl", "h100-nvl"},
+		{"nvidia_h200", "h200"},
+		{"nvidia_h200_nvl", "h200"},
+		{"nvidia_gh200_480gb", "gh200"},
+		{"nvidia_gh200_144g_hbm3e", "gh200"},
+		{"nvidia_b200", "b200"},
+		// AMD (AutoDetect=rsmi).
+		{"amd_instinct_mi210", "mi210"},
+		{"amd_instinct_mi250x", "mi250x"},
+		{"amd_instinct_mi250x_/_mi250", "mi250x"},
+		{"amd_instinct_mi300x", "mi300x"},
 	}
 }
 
@@ -68,9 +120,11 @@ func (s *Store) Aliases(ctx context.Context) ([]Alias, error) {
 
 // SetAlias maps the site name site to canonical, replacing any earlier
 // mapping of site. canonical may itself be a known alias or differ in case
-// from a known type; an unknown canonical name becomes a new GPU type
-// (lowercased). It returns the canonical type the alias now points to. An
-// alias may not shadow a different canonical type's own name.
+// from a known type, or be a catalogue type the database lacks (it is
+// created); any other name is ErrNotFound: an alias to a type with no
+// rates and no specs would schedule nothing, and is most often a typo. It
+// returns the canonical type the alias now points to. An alias may not
+// shadow a different canonical type's own name.
 func (s *Store) SetAlias(ctx context.Context, site, canonical string) (string, error) {
 	site = strings.TrimSpace(site)
 	if site == "" {
@@ -79,7 +133,7 @@ func (s *Store) SetAlias(ctx context.Context, site, canonical string) (string, e
 	var target string
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		target, err = gpuTypeForWrite(ctx, tx, canonical)
+		target, err = aliasTarget(ctx, tx, canonical)
 		if err != nil {
 			return err
 		}
@@ -200,6 +254,27 @@ func gpuTypeForWrite(ctx context.Context, tx *sql.Tx, name string) (string, erro
 		return "", fmt.Errorf("add GPU type %q: %w", gt, err)
 	}
 	return gt, nil
+}
+
+// aliasTarget names the canonical type an alias to name points to: steps
+// 1-3 of ResolveGPUType, else a catalogue type (created), else ErrNotFound.
+func aliasTarget(ctx context.Context, tx *sql.Tx, name string) (string, error) {
+	name = strings.TrimSpace(name)
+	if name == "" {
+		return "", fmt.Errorf("%w: empty GPU type", ErrInvalid)
+	}
+	gt, err := lookupGPUType(ctx, tx, name)
+	if !errors.Is(err, ErrNotFound) {
+		return gt, err
+	}
+	spec, ok := LookupGPU(name)
+	if !ok {
+		return "", fmt.Errorf("%w: unknown canonical GPU type %q: it is neither in the database nor in the catalogue (%s); give it rates first (hadar profiles set) or alias a known type", ErrNotFound, name, strings.Join(CatalogTypes(), ", "))
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO gpu_types (name) VALUES (?)`, spec.Type); err != nil {
+		return "", fmt.Errorf("add GPU type %q: %w", spec.Type, err)
+	}
+	return spec.Type, nil
 }
 
 // matchGPUType is step 4 of ResolveGPUType.

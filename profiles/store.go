@@ -76,6 +76,7 @@ type options struct {
 	learningWindow    int
 	now               func() time.Time
 	busyTimeout       time.Duration
+	seed              optimizer.Throughputs
 }
 
 // WithMinLearnedSamples sets how many observations a learned value needs
@@ -93,6 +94,11 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.now = 
 // write lock (default 5s).
 func WithBusyTimeout(d time.Duration) Option { return func(o *options) { o.busyTimeout = d } }
 
+// WithSeedMatrix sets the matrix a new database is seeded with as imported
+// rates (default Default(), Gavel's; see Matrix for the others). It has no
+// effect on an existing database: import into one with ImportGavel.
+func WithSeedMatrix(t optimizer.Throughputs) Option { return func(o *options) { o.seed = t } }
+
 // Store is the throughput database. It is safe for concurrent use.
 type Store struct {
 	db   *sql.DB
@@ -107,12 +113,16 @@ type querier interface {
 
 // Open opens the database at path, creating it (mode 0600, parent
 // directories 0750) if missing, applies pending migrations and, for a new
-// database, seeds it with Default() as imported rates and DefaultAliases().
+// database, seeds it with Default() (or WithSeedMatrix's) as imported rates,
+// the catalogue's GPU types and DefaultAliases().
 // An existing file keeps its mode.
 func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	o := options{minLearnedSamples: 3, learningWindow: 20, now: time.Now, busyTimeout: 5 * time.Second}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.seed == nil {
+		o.seed = Default()
 	}
 	if o.minLearnedSamples < 1 || o.learningWindow < 1 || o.now == nil || o.busyTimeout < 0 {
 		return nil, fmt.Errorf("open profiles: %w: bad option", ErrInvalid)
@@ -144,7 +154,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		now := o.now()
 		err = retryBusy(ctx, o.busyTimeout, func() error {
 			_, err := migrate(ctx, db, ms, now, func(ctx context.Context, tx *sql.Tx) error {
-				return seed(ctx, tx, now)
+				return seed(ctx, tx, now, o.seed)
 			})
 			return err
 		})
@@ -178,7 +188,12 @@ func retryBusy(ctx context.Context, timeout time.Duration, f func() error) error
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 
-func seed(ctx context.Context, tx *sql.Tx, now time.Time) error {
+func seed(ctx context.Context, tx *sql.Tx, now time.Time, matrix optimizer.Throughputs) error {
+	for _, gt := range CatalogTypes() {
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO gpu_types (name) VALUES (?)`, gt); err != nil {
+			return err
+		}
+	}
 	for _, a := range DefaultAliases() {
 		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO gpu_types (name) VALUES (?)`, a.GPUType); err != nil {
 			return err
@@ -187,7 +202,7 @@ func seed(ctx context.Context, tx *sql.Tx, now time.Time) error {
 			return err
 		}
 	}
-	_, err := importTx(ctx, tx, Default(), now)
+	_, err := importTx(ctx, tx, matrix, now)
 	return err
 }
 

@@ -3,9 +3,11 @@ package profiles
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"testing/fstest"
@@ -532,22 +534,28 @@ func TestResolveGPUType(t *testing.T) {
 		want    string
 		wantErr error
 	}{
-		{name: "tesla_v100-sxm2-32gb", want: "v100"}, // default alias
-		{name: "NVlink_A100_40GB", want: "a100"},     // default alias
-		{name: "v100", want: "v100"},                 // canonical
-		{name: "V100", want: "v100"},                 // canonical, any case
-		{name: "gpu_fast", want: "a100"},             // alias to an existing type given in upper case
-		{name: "GPU_FAST", want: "a100"},             // alias, any case
-		{name: "MIXEDCASE", want: "k80"},             // two aliases differing in case, same type
-		{name: "odd", want: "p100"},                  // exact alias beats case-insensitive one
-		{name: "Odd", wantErr: ErrAmbiguous},         // two aliases differing in case, two types
-		{name: "tesla_v100-pcie-8gb", want: "v100"},  // substring
-		{name: "Quadro_P100_x", want: "p100"},        // substring, any case
-		{name: "nvidia_a100_x", want: "a100"},        // longest of a10 and a100
-		{name: "nvidia_a10", want: "a10"},            // a10 (a new type from SetAlias)
-		{name: "rtx_a1000", wantErr: ErrNotFound},    // a100 followed by a digit
+		{name: "tesla_v100-sxm2-32gb", want: "v100"},  // default alias
+		{name: "NVlink_A100_40GB", want: "a100-40gb"}, // default alias
+		{name: "nvidia_h100_80gb_hbm3", want: "h100"}, // AutoDetect=nvml name
+		{name: "nvidia_a100_80gb_pcie", want: "a100-pcie"},
+		{name: "a100-sxm4-80gb", want: "a100"},
+		{name: "l40s", want: "l40s"}, // catalogue type, seeded
+		{name: "amd_instinct_mi300x", want: "mi300x"},
+		{name: "v100", want: "v100"},                // canonical
+		{name: "V100", want: "v100"},                // canonical, any case
+		{name: "gpu_fast", want: "a100"},            // alias to an existing type given in upper case
+		{name: "GPU_FAST", want: "a100"},            // alias, any case
+		{name: "MIXEDCASE", want: "k80"},            // two aliases differing in case, same type
+		{name: "odd", want: "p100"},                 // exact alias beats case-insensitive one
+		{name: "Odd", wantErr: ErrAmbiguous},        // two aliases differing in case, two types
+		{name: "tesla_v100-pcie-8gb", want: "v100"}, // substring
+		{name: "Quadro_P100_x", want: "p100"},       // substring, any case
+		{name: "nvidia_a100_x", want: "a100"},       // longest of a10 and a100
+		{name: "nvidia_a10", want: "a10"},           // a10 (a new type from SetAlias)
+		{name: "rtx_a1000", wantErr: ErrNotFound},   // a100 followed by a digit
 		{name: "v1000", wantErr: ErrNotFound},
-		{name: "mi250x", wantErr: ErrNotFound},
+		{name: "mi250x", want: "mi250x"}, // catalogue type, seeded
+		{name: "mi355x", wantErr: ErrNotFound},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -571,7 +579,7 @@ func TestSetAlias(t *testing.T) {
 	for _, tc := range []struct{ site, canonical, want string }{
 		{"my_v100", "V100", "v100"},
 		{"my_v100", "tesla_k80", "k80"}, // replaces; target given as an alias
-		{"new_gpu", "MI250X", "mi250x"}, // new type
+		{"new_gpu", "MI250X", "mi250x"}, // catalogue type, any case
 	} {
 		got, err := s.SetAlias(ctx, tc.site, tc.canonical)
 		if err != nil || got != tc.want {
@@ -591,6 +599,41 @@ func TestSetAlias(t *testing.T) {
 	}
 	if len(aliases) != len(DefaultAliases())+2 {
 		t.Errorf("%d aliases, want %d", len(aliases), len(DefaultAliases())+2)
+	}
+	// An alias to a type neither the database nor the catalogue knows
+	// would schedule nothing: refused, and nothing is created.
+	if got, err := s.SetAlias(ctx, "site_gpu", "h1OO"); !errors.Is(err, ErrNotFound) || !strings.Contains(fmt.Sprint(err), `unknown canonical GPU type "h1OO"`) {
+		t.Errorf("SetAlias to an unknown type = %q, %v; want ErrNotFound naming it", got, err)
+	}
+	types, err := s.GPUTypes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, gt := range types {
+		if gt == "h1oo" {
+			t.Errorf("SetAlias created the unknown type %q", gt)
+		}
+	}
+}
+
+func TestDefaultAliasesTargetCatalogue(t *testing.T) {
+	for _, a := range DefaultAliases() {
+		if _, ok := LookupGPU(a.GPUType); !ok {
+			t.Errorf("default alias %s -> %s: not a catalogue type", a.Site, a.GPUType)
+		}
+		if _, ok := LookupGPU(a.Site); ok {
+			t.Errorf("default alias %s shadows a catalogue type", a.Site)
+		}
+	}
+	// Every catalogue type is reachable from its AutoDetect=nvml name or its
+	// own name.
+	ctx := context.Background()
+	s := openTest(t, "")
+	for _, spec := range Catalog() {
+		got, err := s.ResolveGPUType(ctx, spec.Type)
+		if err != nil || got != spec.Type {
+			t.Errorf("ResolveGPUType(%q) = %q, %v", spec.Type, got, err)
+		}
 	}
 }
 
