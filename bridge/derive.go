@@ -160,111 +160,157 @@ func PassThroughComment(reason string) string {
 // placement is not such a shape, and deferred otherwise; only held jobs
 // are released, so no job is released twice.
 func Derive(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams) (Derivation, error) {
-	d := Derivation{Plan: optimizer.NewPlan()}
-	capacity := map[string]int{}
-	nodeType := map[string]string{}
+	r := newDeriver(v, s, plan, p)
+	r.holdBackForPassThrough()
+	r.running()
+	r.waiting()
+	if err := optimizer.Check(s, r.d.Plan); err != nil {
+		return Derivation{}, fmt.Errorf("enforceable plan: %w", err)
+	}
+	for _, jv := range r.passThrough {
+		r.d.Decisions = append(r.d.Decisions, Decision{JobID: jv.ID, Kind: DecidePassThrough, From: "-", To: "-", Reason: jv.Problem})
+	}
+	rehold, kick := r.relaunch()
+	r.actions(rehold, kick)
+	if err := CheckCopies(v, r.d); err != nil {
+		return Derivation{}, fmt.Errorf("enforceable plan: %w", err)
+	}
+	return r.d, nil
+}
+
+// deriver is one Derive: the observation, the plan, and what the round has
+// decided so far (GPUs taken per node, jobs to requeue and place).
+type deriver struct {
+	v    *View
+	s    *optimizer.Snapshot
+	plan *optimizer.Plan
+	p    DeriveParams
+	d    Derivation
+
+	capacity   map[string]int
+	nodeType   map[string]string
+	snapJobs   map[string]*optimizer.Job
+	occ        map[string]int
+	requeue    []string
+	places     []string
+	placeNodes map[string][]string
+	copies     *copyDerivation
+	// passThrough are the held jobs hadar cannot schedule; noPlan says why
+	// the plan is not followed, when it is not.
+	passThrough []*JobView
+	noPlan      string
+}
+
+func newDeriver(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams) *deriver {
+	r := &deriver{v: v, s: s, plan: plan, p: p, d: Derivation{Plan: optimizer.NewPlan()},
+		capacity: map[string]int{}, nodeType: map[string]string{}, snapJobs: map[string]*optimizer.Job{},
+		occ: map[string]int{}, placeNodes: map[string][]string{}, noPlan: "no plan this round"}
 	for _, n := range s.Nodes {
-		capacity[n.Name] += n.GPUs
-		nodeType[n.Name] = n.Type
+		r.capacity[n.Name] += n.GPUs
+		r.nodeType[n.Name] = n.Type
 	}
-	snapJobs := map[string]*optimizer.Job{}
 	for i := range s.Jobs {
-		snapJobs[s.Jobs[i].ID] = &s.Jobs[i]
+		r.snapJobs[s.Jobs[i].ID] = &s.Jobs[i]
 	}
-	assigned := func(id string) []optimizer.Task {
-		if plan == nil {
-			return nil
-		}
-		return plan.Assignments[id]
-	}
-	tasksOn := func(nodes []string, g int) []optimizer.Task {
-		out := make([]optimizer.Task, len(nodes))
-		for i, n := range nodes {
-			out[i] = optimizer.Task{Node: n, Type: nodeType[n], GPUs: g}
-		}
-		return out
-	}
+	return r
+}
 
-	var requeue, places []string
-	placeNodes := map[string][]string{}
+func (r *deriver) assigned(id string) []optimizer.Task {
+	if r.plan == nil {
+		return nil
+	}
+	return r.plan.Assignments[id]
+}
 
-	// Held jobs hadar cannot schedule. They wait for hadar's released jobs
-	// to start (passThroughActions); while they wait, new placements could
-	// keep them waiting, so once one has waited launch_timeout (a released
-	// job is started or held again within that), the round releases no new
-	// job: the plan is ignored, as if there were none.
-	var passThrough []*JobView
-	for _, jv := range v.Jobs {
+func (r *deriver) tasksOn(nodes []string, g int) []optimizer.Task {
+	out := make([]optimizer.Task, len(nodes))
+	for i, n := range nodes {
+		out[i] = optimizer.Task{Node: n, Type: r.nodeType[n], GPUs: g}
+	}
+	return out
+}
+
+// holdBackForPassThrough collects the held jobs hadar cannot schedule. They
+// wait for hadar's released jobs to start (passThroughActions); while they
+// wait, new placements could keep them waiting, so once one has waited
+// launch_timeout (a released job is started or held again within that),
+// the round releases no new job: the plan is ignored, as if there were none.
+func (r *deriver) holdBackForPassThrough() {
+	for _, jv := range r.v.Jobs {
 		if jv.Class == ClassPassThrough && jv.Held {
-			passThrough = append(passThrough, jv)
+			r.passThrough = append(r.passThrough, jv)
 		}
 	}
-	noPlan := "no plan this round"
-	if plan != nil && p.LaunchTimeout > 0 {
-		for _, jv := range passThrough {
-			// Submit is reset by a requeue; unknown counts as overdue.
-			if jv.Submit.IsZero() || v.Now.Sub(jv.Submit) >= p.LaunchTimeout {
-				plan, d.HeldBack = nil, true
-				noPlan = fmt.Sprintf("held back this round: pass-through job %s has waited launch_timeout (%s) and goes first", jv.ID, p.LaunchTimeout)
-				break
-			}
+	if r.plan == nil || r.p.LaunchTimeout <= 0 {
+		return
+	}
+	for _, jv := range r.passThrough {
+		// Submit is reset by a requeue; unknown counts as overdue.
+		if jv.Submit.IsZero() || r.v.Now.Sub(jv.Submit) >= r.p.LaunchTimeout {
+			r.plan, r.d.HeldBack = nil, true
+			r.noPlan = fmt.Sprintf("held back this round: pass-through job %s has waited launch_timeout (%s) and goes first", jv.ID, r.p.LaunchTimeout)
+			return
 		}
 	}
+}
 
-	// Running jobs: keep, migrate or preempt.
-	occ := map[string]int{}
+func (r *deriver) keep(jv *JobView, reason string) {
+	r.d.Plan.Assign(jv.ID, r.tasksOn(jv.Nodes, jv.GPUsPerNode)...)
+	r.d.Decisions = append(r.d.Decisions, Decision{JobID: jv.ID, Kind: DecideKeep,
+		From: placementString(jv.Nodes, jv.GPUsPerNode), To: placementString(jv.Nodes, jv.GPUsPerNode),
+		ToNodes: jv.Nodes, GPUType: typesOf(jv.Nodes, r.nodeType), Reason: reason})
+}
+
+// running decides keep, migrate or preempt for each running job: it keeps
+// its nodes unless the plan moves it and the estimated gain exceeds the
+// migration penalty; a job the plan drops is preempted only with
+// Preemption. Moves are taken largest gain first, while their GPUs are free.
+func (r *deriver) running() {
 	type candidate struct {
 		jv     *JobView
 		target []string
 		gain   float64
 	}
 	var cands []candidate
-	running := withoutCopies(jobsOfClass(v, ClassRunning))
+	running := withoutCopies(jobsOfClass(r.v, ClassRunning))
 	for _, jv := range running {
 		for _, n := range jv.Nodes {
-			occ[n] += jv.GPUsPerNode
+			r.occ[n] += jv.GPUsPerNode
 		}
 	}
 	// Copies jobs (copies.go): running copies go on or stop first.
-	copies := deriveCopyStops(v, s, plan, p, nodeType, capacity, occ, &d)
-	requeue = append(requeue, copies.stops...)
-	keep := func(jv *JobView, reason string) {
-		d.Plan.Assign(jv.ID, tasksOn(jv.Nodes, jv.GPUsPerNode)...)
-		d.Decisions = append(d.Decisions, Decision{JobID: jv.ID, Kind: DecideKeep,
-			From: placementString(jv.Nodes, jv.GPUsPerNode), To: placementString(jv.Nodes, jv.GPUsPerNode),
-			ToNodes: jv.Nodes, GPUType: typesOf(jv.Nodes, nodeType), Reason: reason})
-	}
+	r.copies = deriveCopyStops(r.v, r.s, r.plan, r.p, r.nodeType, r.capacity, r.occ, &r.d)
+	r.requeue = append(r.requeue, r.copies.stops...)
 	for _, jv := range running {
-		tasks := assigned(jv.ID)
-		sj := snapJobs[jv.ID]
+		tasks := r.assigned(jv.ID)
 		if len(tasks) == 0 {
-			if plan != nil && p.Preemption {
+			if r.plan != nil && r.p.Preemption {
 				for _, n := range jv.Nodes {
-					occ[n] -= jv.GPUsPerNode
+					r.occ[n] -= jv.GPUsPerNode
 				}
-				requeue = append(requeue, jv.ID)
-				d.Decisions = append(d.Decisions, Decision{JobID: jv.ID, Kind: DecidePreempt,
+				r.requeue = append(r.requeue, jv.ID)
+				r.d.Decisions = append(r.d.Decisions, Decision{JobID: jv.ID, Kind: DecidePreempt,
 					From: placementString(jv.Nodes, jv.GPUsPerNode), To: "-", Reason: "the policy gives its GPUs to other jobs"})
 				continue
 			}
 			reason := "the policy did not schedule it this round; preemption is off"
-			if plan == nil {
-				reason = noPlan
+			if r.plan == nil {
+				reason = r.noPlan
 			}
-			keep(jv, reason)
+			r.keep(jv, reason)
 			continue
 		}
-		target, _, ok := enforceable(tasks, jv, s.Throughput)
+		target, _, ok := enforceable(tasks, jv, r.s.Throughput)
 		switch {
 		case ok && sameNodes(target, jv.Nodes):
-			keep(jv, "the policy keeps it here")
+			r.keep(jv, "the policy keeps it here")
 		case !ok:
-			keep(jv, "the planned move cannot be carried out in Slurm")
+			r.keep(jv, "the planned move cannot be carried out in Slurm")
 		default:
-			gain := migrationGain(s.Throughput, sj, jv.Model, jv.Workers, tasksOn(jv.Nodes, jv.GPUsPerNode), tasksOn(target, jv.GPUsPerNode))
-			if gain <= p.MigrationPenalty.Seconds() {
-				keep(jv, fmt.Sprintf("moving to %s would save %s, not more than the migration penalty %s",
-					placementString(target, jv.GPUsPerNode), fmtSeconds(gain), p.MigrationPenalty))
+			gain := migrationGain(r.s.Throughput, r.snapJobs[jv.ID], jv.Model, jv.Workers, r.tasksOn(jv.Nodes, jv.GPUsPerNode), r.tasksOn(target, jv.GPUsPerNode))
+			if gain <= r.p.MigrationPenalty.Seconds() {
+				r.keep(jv, fmt.Sprintf("moving to %s would save %s, not more than the migration penalty %s",
+					placementString(target, jv.GPUsPerNode), fmtSeconds(gain), r.p.MigrationPenalty))
 				continue
 			}
 			cands = append(cands, candidate{jv, target, gain})
@@ -279,32 +325,38 @@ func Derive(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams
 		}
 		fits := true
 		for _, n := range c.target {
-			if occ[n]-own[n]+jv.GPUsPerNode > capacity[n] {
+			if r.occ[n]-own[n]+jv.GPUsPerNode > r.capacity[n] {
 				fits = false
 			}
 		}
 		if !fits {
-			keep(jv, fmt.Sprintf("the GPUs of %s are not free", placementString(c.target, jv.GPUsPerNode)))
+			r.keep(jv, fmt.Sprintf("the GPUs of %s are not free", placementString(c.target, jv.GPUsPerNode)))
 			continue
 		}
 		for _, n := range jv.Nodes {
-			occ[n] -= jv.GPUsPerNode
+			r.occ[n] -= jv.GPUsPerNode
 		}
 		for _, n := range c.target {
-			occ[n] += jv.GPUsPerNode
+			r.occ[n] += jv.GPUsPerNode
 		}
-		requeue = append(requeue, jv.ID)
-		places = append(places, jv.ID)
-		placeNodes[jv.ID] = c.target
-		d.Plan.Assign(jv.ID, tasksOn(c.target, jv.GPUsPerNode)...)
-		d.Decisions = append(d.Decisions, Decision{JobID: jv.ID, Kind: DecideMigrate,
+		r.requeue = append(r.requeue, jv.ID)
+		r.places = append(r.places, jv.ID)
+		r.placeNodes[jv.ID] = c.target
+		r.d.Plan.Assign(jv.ID, r.tasksOn(c.target, jv.GPUsPerNode)...)
+		r.d.Decisions = append(r.d.Decisions, Decision{JobID: jv.ID, Kind: DecideMigrate,
 			From: placementString(jv.Nodes, jv.GPUsPerNode), To: placementString(c.target, jv.GPUsPerNode),
-			ToNodes: c.target, GPUType: typesOf(c.target, nodeType),
-			Reason: fmt.Sprintf("saves about %s (migration penalty %s)", fmtSeconds(c.gain), p.MigrationPenalty)})
+			ToNodes: c.target, GPUType: typesOf(c.target, r.nodeType),
+			Reason: fmt.Sprintf("saves about %s (migration penalty %s)", fmtSeconds(c.gain), r.p.MigrationPenalty)})
 	}
+}
 
-	// Waiting jobs, oldest first.
-	waiting := withoutCopies(jobsOfClass(v, ClassWaiting))
+// waiting places the waiting jobs the plan schedules, oldest first, on the
+// plan's nodes when Slurm can enforce them and they are free, else by the
+// optimizer's placement rule on free nodes of the planned type, then of the
+// job's next fastest free type; a job that fits nowhere is deferred. New
+// copies come last: they use what the other jobs leave.
+func (r *deriver) waiting() {
+	waiting := withoutCopies(jobsOfClass(r.v, ClassWaiting))
 	sort.SliceStable(waiting, func(a, b int) bool {
 		if !waiting[a].Submit.Equal(waiting[b].Submit) {
 			return waiting[a].Submit.Before(waiting[b].Submit)
@@ -313,122 +365,121 @@ func Derive(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams
 	})
 	fits := func(nodes []string, g int) bool {
 		for _, n := range nodes {
-			if occ[n]+g > capacity[n] {
+			if r.occ[n]+g > r.capacity[n] {
 				return false
 			}
 		}
 		return len(nodes) > 0
 	}
 	for _, jv := range waiting {
-		tasks := assigned(jv.ID)
+		tasks := r.assigned(jv.ID)
 		if len(tasks) == 0 {
 			reason := "the policy did not schedule it this round"
-			if plan == nil {
-				reason = noPlan
+			if r.plan == nil {
+				reason = r.noPlan
 			}
-			d.Decisions = append(d.Decisions, Decision{JobID: jv.ID, Kind: DecideWait, From: "-", To: "-", Reason: reason})
+			r.d.Decisions = append(r.d.Decisions, Decision{JobID: jv.ID, Kind: DecideWait, From: "-", To: "-", Reason: reason})
 			continue
 		}
-		target, types, ok := enforceable(tasks, jv, s.Throughput)
+		target, types, ok := enforceable(tasks, jv, r.s.Throughput)
 		reason := "the policy's placement"
 		if !ok || !fits(target, jv.GPUsPerNode) {
 			planned := tasksString(tasks)
-			free := freeNodes(s, d.Plan, snapJobs, occ, capacity)
-			target = fitNodes(snapJobs[jv.ID], free, types)
+			free := freeNodes(r.s, r.d.Plan, r.snapJobs, r.occ, r.capacity)
+			target = fitNodes(r.snapJobs[jv.ID], free, types)
 			reason = fmt.Sprintf("planned %s; re-shaped to the job's request of %d node(s) x %d GPUs", planned, jv.NumNodes, jv.GPUsPerNode)
 			if target == nil {
 				// The planned type is busy (typically: running jobs the
 				// policy meant to move or stop were kept). Like the
 				// policy's own second pass, use free GPUs of another type,
 				// the job's fastest first.
-				if target = fitNodes(snapJobs[jv.ID], free, typesByRate(s, jv, s.Throughput)); target != nil {
+				if target = fitNodes(r.snapJobs[jv.ID], free, typesByRate(r.s, jv, r.s.Throughput)); target != nil {
 					reason = fmt.Sprintf("planned %s, which is not free (running jobs kept); placed on the next fastest free GPU type", planned)
 				}
 			}
 			if target == nil {
-				d.Decisions = append(d.Decisions, Decision{JobID: jv.ID, Kind: DecideDefer, From: "-", To: "-",
+				r.d.Decisions = append(r.d.Decisions, Decision{JobID: jv.ID, Kind: DecideDefer, From: "-", To: "-",
 					Reason: fmt.Sprintf("planned %s, which Slurm cannot enforce for a request of %d node(s) x %d GPUs, and no free node(s) hold it", planned, jv.NumNodes, jv.GPUsPerNode)})
 				continue
 			}
 		}
 		for _, n := range target {
-			occ[n] += jv.GPUsPerNode
+			r.occ[n] += jv.GPUsPerNode
 		}
-		places = append(places, jv.ID)
-		placeNodes[jv.ID] = target
-		d.Plan.Assign(jv.ID, tasksOn(target, jv.GPUsPerNode)...)
-		d.Decisions = append(d.Decisions, Decision{JobID: jv.ID, Kind: DecidePlace, From: "-",
-			To: placementString(target, jv.GPUsPerNode), ToNodes: target, GPUType: typesOf(target, nodeType), Reason: reason})
+		r.places = append(r.places, jv.ID)
+		r.placeNodes[jv.ID] = target
+		r.d.Plan.Assign(jv.ID, r.tasksOn(target, jv.GPUsPerNode)...)
+		r.d.Decisions = append(r.d.Decisions, Decision{JobID: jv.ID, Kind: DecidePlace, From: "-",
+			To: placementString(target, jv.GPUsPerNode), ToNodes: target, GPUType: typesOf(target, r.nodeType), Reason: reason})
 	}
-	// New copies last: they use what the other jobs leave.
-	copies.placeCopies(capacity, occ, &d)
-	places = append(places, copies.places...)
-	maps.Copy(placeNodes, copies.placeNodes)
-	d.Copies = copies.plans(s.Round)
-	if err := optimizer.Check(s, d.Plan); err != nil {
-		return Derivation{}, fmt.Errorf("enforceable plan: %w", err)
-	}
+	r.copies.placeCopies(r.capacity, r.occ, &r.d)
+	r.places = append(r.places, r.copies.places...)
+	maps.Copy(r.placeNodes, r.copies.placeNodes)
+	r.d.Copies = r.copies.plans(r.s.Round)
+}
 
-	for _, jv := range passThrough {
-		d.Decisions = append(d.Decisions, Decision{JobID: jv.ID, Kind: DecidePassThrough, From: "-", To: "-", Reason: jv.Problem})
-	}
-	// Released jobs that did not start in time: hold them again.
-	var rehold []string
-	for _, jv := range jobsOfClass(v, ClassLaunching) {
-		if p.LaunchTimeout > 0 && !jv.ReleasedAt.IsZero() && v.Now.Sub(jv.ReleasedAt) > p.LaunchTimeout {
+// relaunch decides for the jobs hadar released that have not started:
+// held again (rehold) when launch_timeout passed, when they are stranded
+// (their node went down or was drained; Slurm requeued them on its own), or
+// when a requeue after they started left them with a begin time; started
+// now (kick) when the begin time is the end of hadar's own migration.
+func (r *deriver) relaunch() (rehold, kick []string) {
+	for _, jv := range jobsOfClass(r.v, ClassLaunching) {
+		if r.p.LaunchTimeout > 0 && !jv.ReleasedAt.IsZero() && r.v.Now.Sub(jv.ReleasedAt) > r.p.LaunchTimeout {
 			rehold = append(rehold, jv.ID)
-			d.Decisions = append(d.Decisions, Decision{JobID: jv.ID, Kind: DecideRehold,
+			r.d.Decisions = append(r.d.Decisions, Decision{JobID: jv.ID, Kind: DecideRehold,
 				From: placementString(jv.Nodes, jv.GPUsPerNode), To: "-",
-				Reason: fmt.Sprintf("released %s ago and still pending (launch_timeout %s)", fmtSeconds(v.Now.Sub(jv.ReleasedAt).Seconds()), p.LaunchTimeout)})
+				Reason: fmt.Sprintf("released %s ago and still pending (launch_timeout %s)", fmtSeconds(r.v.Now.Sub(jv.ReleasedAt).Seconds()), r.p.LaunchTimeout)})
 		}
 	}
-	// Released jobs that cannot start where they are pinned (their node
-	// went down or was drained; Slurm requeued them on its own): take them
-	// back, to be re-placed next round.
-	for _, jv := range v.Jobs {
+	for _, jv := range r.v.Jobs {
 		if (jv.Class == ClassLaunching || jv.Class == ClassReleased) && jv.Stranded != "" && !contains(rehold, jv.ID) {
 			rehold = append(rehold, jv.ID)
-			d.Decisions = append(d.Decisions, Decision{JobID: jv.ID, Kind: DecideRehold,
+			r.d.Decisions = append(r.d.Decisions, Decision{JobID: jv.ID, Kind: DecideRehold,
 				From: placementString(jv.Nodes, jv.GPUsPerNode), To: "-", Reason: jv.Stranded + "; held to be re-placed"})
 		}
 	}
-
-	// Released jobs Slurm holds back with a begin time (a requeue that
-	// completed after our StartTime=now): start them now, if this is
-	// hadar's migration to other nodes than the job last ran on. Otherwise
-	// (it started where hadar placed it and someone requeued it, or this
-	// daemon never saw it run) it is held and placed again next round:
-	// starting a job again on the node it was just requeued from races the
-	// node's revocation of its old credential ("Job credential revoked":
-	// the job fails), which Slurm's own 120 s begin time guards against.
-	var kick []string
-	for _, jv := range jobsOfClass(v, ClassLaunching) {
-		if jv.Reason == "BeginTime" && !contains(rehold, jv.ID) && (len(jv.RanOn) == 0 || sameNodes(jv.RanOn, jv.Nodes)) {
+	// A begin time on a job hadar released: a requeue completed after our
+	// StartTime=now. Start it now if this is hadar's migration to other
+	// nodes than the job last ran on. Otherwise (it started where hadar
+	// placed it and someone requeued it, or this daemon never saw it run)
+	// it is held and placed again next round: starting a job again on the
+	// node it was just requeued from races the node's revocation of its old
+	// credential ("Job credential revoked": the job fails), which Slurm's
+	// own 120 s begin time guards against.
+	for _, jv := range jobsOfClass(r.v, ClassLaunching) {
+		if jv.Reason != "BeginTime" || contains(rehold, jv.ID) {
+			continue
+		}
+		if len(jv.RanOn) == 0 || sameNodes(jv.RanOn, jv.Nodes) {
 			rehold = append(rehold, jv.ID)
-			d.Decisions = append(d.Decisions, Decision{JobID: jv.ID, Kind: DecideRehold,
+			r.d.Decisions = append(r.d.Decisions, Decision{JobID: jv.ID, Kind: DecideRehold,
 				From: placementString(jv.Nodes, jv.GPUsPerNode), To: "-",
 				Reason: "requeued after it started (or not seen running since it was placed); held, to be placed again once its old run has ended"})
 			continue
 		}
-		if jv.Reason == "BeginTime" && !contains(rehold, jv.ID) {
-			kick = append(kick, jv.ID)
-			d.Decisions = append(d.Decisions, Decision{JobID: jv.ID, Kind: DecideStartNow,
-				From: placementString(jv.Nodes, jv.GPUsPerNode), To: placementString(jv.Nodes, jv.GPUsPerNode),
-				ToNodes: jv.Nodes, GPUType: typesOf(jv.Nodes, nodeType),
-				Reason: "released, but Slurm delays its start (BeginTime, set when its requeue completed)"})
-		}
+		kick = append(kick, jv.ID)
+		r.d.Decisions = append(r.d.Decisions, Decision{JobID: jv.ID, Kind: DecideStartNow,
+			From: placementString(jv.Nodes, jv.GPUsPerNode), To: placementString(jv.Nodes, jv.GPUsPerNode),
+			ToNodes: jv.Nodes, GPUType: typesOf(jv.Nodes, r.nodeType),
+			Reason: "released, but Slurm delays its start (BeginTime, set when its requeue completed)"})
 	}
+	return rehold, kick
+}
 
-	// Actions, in execution order.
+// actions turns the decisions into Slurm updates, in execution order.
+func (r *deriver) actions(rehold, kick []string) {
+	d := &r.d
 	if len(rehold) > 0 {
 		d.Actions = append(d.Actions, Action{Kind: ActHold, JobIDs: rehold})
 	}
-	if len(requeue) > 0 {
-		d.Actions = append(d.Actions, Action{Kind: ActRequeueHold, JobIDs: requeue})
+	if len(r.requeue) > 0 {
+		d.Actions = append(d.Actions, Action{Kind: ActRequeueHold, JobIDs: r.requeue})
 	}
+	places := r.places
 	sort.Strings(places)
 	for _, id := range places {
-		d.Actions = append(d.Actions, Action{Kind: ActPlace, JobIDs: []string{id}, Nodes: placeNodes[id]})
+		d.Actions = append(d.Actions, Action{Kind: ActPlace, JobIDs: []string{id}, Nodes: r.placeNodes[id]})
 	}
 	if start := append(append([]string(nil), places...), kick...); len(start) > 0 {
 		sort.Strings(start)
@@ -445,18 +496,14 @@ func Derive(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams
 	var await []string
 	await = append(await, places...)
 	await = append(await, kick...)
-	for _, jv := range jobsOfClass(v, ClassLaunching) {
+	for _, jv := range jobsOfClass(r.v, ClassLaunching) {
 		if !jv.ReleasedAt.IsZero() && !contains(await, jv.ID) {
 			await = append(await, jv.ID)
 		}
 	}
 	sort.Strings(await)
-	d.Actions = append(d.Actions, statusComments(v, s, d.Decisions)...)
-	d.Actions = append(d.Actions, passThroughActions(passThrough, await)...)
-	if err := CheckCopies(v, d); err != nil {
-		return Derivation{}, fmt.Errorf("enforceable plan: %w", err)
-	}
-	return d, nil
+	d.Actions = append(d.Actions, statusComments(r.v, r.s, d.Decisions)...)
+	d.Actions = append(d.Actions, passThroughActions(r.passThrough, await)...)
 }
 
 // WaitingComment is the AdminComment of a job hadar holds for want of
