@@ -373,71 +373,11 @@ func (b *Bridge) Cycle(ctx context.Context) (RoundReport, error) {
 
 	// Enforce.
 	enforceStart := clock.Now()
-	if cfg.DryRun {
-		for _, a := range der.Actions {
-			log.Info("dry run: would run", "command", a.String())
-			rep.Results = append(rep.Results, ActionResult{Action: a, Sent: a.JobIDs})
-		}
-	} else {
-		ex := &Executor{Cluster: b.deps.Cluster, Allowed: tagged, Log: log, AwaitInterval: b.awaitInterval, AwaitTries: b.awaitTries}
-		rep.Results = ex.Execute(ctx, der.Actions)
-		for _, r := range rep.Results {
-			switch {
-			case r.Err != nil:
-				log.Warn("action failed; it is re-derived next round", "command", r.Action.String(), "jobs", r.Sent, "err", r.Err)
-			case len(r.Skipped) > 0:
-				log.Warn("action skipped for some jobs (an earlier step failed)", "command", r.Action.String(), "skipped", r.Skipped)
-			default:
-				log.Debug("action done", "command", r.Action.String(), "duration", r.Duration)
-			}
-		}
-		// Copies jobs: tell their copies what runs where (copies.go).
-		for _, err := range b.writeCopyPlans(cfg, rep.Number, der.Copies, rep.Results, clock.Now()) {
-			log.Warn("could not write a copies plan", "err", err)
-		}
-	}
+	b.enforce(ctx, log, cfg, der, tagged, &rep)
 	rep.Enforce = clock.Now().Sub(enforceStart)
 
 	// Remember what was released where, and the round.
-	w := RoundWrite{Decisions: rep.Decisions, Results: rep.Results, Progress: progress, Models: map[string]string{}, Forget: forget, Observations: observations, Placed: map[string]Placed{}}
-	for id := range progress {
-		if jv := view.Job(id); jv != nil {
-			w.Models[id] = jv.Model
-		}
-	}
-	if !cfg.DryRun {
-		released := map[string]bool{}
-		placedOK := map[string][]string{}
-		for _, r := range rep.Results {
-			switch {
-			case r.Action.Kind == ActPlace && r.Err == nil && len(r.Sent) == 1:
-				placedOK[r.Sent[0]] = r.Action.Nodes
-			case r.Action.Kind == ActRelease && r.Err == nil:
-				for _, id := range r.Sent {
-					released[id] = true
-				}
-			}
-		}
-		for id, nodes := range placedOK {
-			if released[id] {
-				w.Placed[id] = Placed{Nodes: nodes, ReleasedAt: now}
-			}
-		}
-		for id := range placed {
-			if _, again := w.Placed[id]; again {
-				continue
-			}
-			if jv := view.Job(id); jv == nil || jv.Class != ClassLaunching {
-				w.Unplaced = append(w.Unplaced, id)
-			} else if rehold(rep.Decisions, id) {
-				w.Unplaced = append(w.Unplaced, id)
-			}
-		}
-	}
-	w.Round = RoundRecord{Number: rep.Number, Started: rep.Started, Observe: rep.Observe, Solve: rep.Solve,
-		Enforce: rep.Enforce, Policy: rep.Policy, DryRun: rep.DryRun, Jobs: rep.Jobs, Tagged: rep.Tagged,
-		Placed: rep.Count(DecidePlace), Migrated: rep.Count(DecideMigrate), Preempted: rep.Count(DecidePreempt),
-		PassedThru: rep.PassedThrough(), Failed: rep.Failed()}
+	w := roundWrite(cfg, rep, view, progress, placed, forget, observations, now)
 	if rep.PlanError != nil {
 		w.Round.Error = rep.PlanError.Error()
 	}
@@ -817,4 +757,82 @@ func (b *Bridge) ReleaseAll(ctx context.Context) ([]string, error) {
 	}
 	b.log.Info("released every held hadar job to Slurm's scheduler", "jobs", len(ids), "ids", ids)
 	return ids, nil
+}
+
+// enforce carries out the round's actions (or, in a dry run, logs them) and
+// writes the copies jobs' plans.
+func (b *Bridge) enforce(ctx context.Context, log *slog.Logger, cfg Config, der Derivation, tagged map[string]bool, rep *RoundReport) {
+	if cfg.DryRun {
+		for _, a := range der.Actions {
+			log.Info("dry run: would run", "command", a.String())
+			rep.Results = append(rep.Results, ActionResult{Action: a, Sent: a.JobIDs})
+		}
+	} else {
+		ex := &Executor{Cluster: b.deps.Cluster, Allowed: tagged, Log: log, AwaitInterval: b.awaitInterval, AwaitTries: b.awaitTries}
+		rep.Results = ex.Execute(ctx, der.Actions)
+		for _, r := range rep.Results {
+			switch {
+			case r.Err != nil:
+				log.Warn("action failed; it is re-derived next round", "command", r.Action.String(), "jobs", r.Sent, "err", r.Err)
+			case len(r.Skipped) > 0:
+				log.Warn("action skipped for some jobs (an earlier step failed)", "command", r.Action.String(), "skipped", r.Skipped)
+			default:
+				log.Debug("action done", "command", r.Action.String(), "duration", r.Duration)
+			}
+		}
+		// Copies jobs: tell their copies what runs where (copies.go).
+		for _, err := range b.writeCopyPlans(cfg, rep.Number, der.Copies, rep.Results, b.deps.Clock.Now()) {
+			log.Warn("could not write a copies plan", "err", err)
+		}
+	}
+}
+
+// roundWrite is what the state database keeps of a round: decisions,
+// results, progress, and which jobs hadar released where (launching jobs).
+func roundWrite(cfg Config, rep RoundReport, view *View, progress map[string]JobProgress, placed map[string]Placed,
+	forget []string, observations []ObservationRecord, now time.Time) RoundWrite {
+	w := RoundWrite{Decisions: rep.Decisions, Results: rep.Results, Progress: progress, Models: map[string]string{}, Forget: forget, Observations: observations, Placed: map[string]Placed{}}
+	for id := range progress {
+		if jv := view.Job(id); jv != nil {
+			w.Models[id] = jv.Model
+		}
+	}
+	if !cfg.DryRun {
+		released := map[string]bool{}
+		placedOK := map[string][]string{}
+		for _, r := range rep.Results {
+			switch {
+			case r.Action.Kind == ActPlace && r.Err == nil && len(r.Sent) == 1:
+				placedOK[r.Sent[0]] = r.Action.Nodes
+			case r.Action.Kind == ActRelease && r.Err == nil:
+				for _, id := range r.Sent {
+					released[id] = true
+				}
+			}
+		}
+		for id, nodes := range placedOK {
+			if released[id] {
+				w.Placed[id] = Placed{Nodes: nodes, ReleasedAt: now}
+			}
+		}
+		for id := range placed {
+			if _, again := w.Placed[id]; again {
+				continue
+			}
+			if jv := view.Job(id); jv == nil || jv.Class != ClassLaunching {
+				w.Unplaced = append(w.Unplaced, id)
+			} else if rehold(rep.Decisions, id) {
+				w.Unplaced = append(w.Unplaced, id)
+			}
+		}
+	}
+	w.Round = RoundRecord{Number: rep.Number, Started: rep.Started, Observe: rep.Observe, Solve: rep.Solve,
+		Enforce: rep.Enforce, Policy: rep.Policy, DryRun: rep.DryRun, Jobs: rep.Jobs, Tagged: rep.Tagged,
+		Placed: rep.Count(DecidePlace), Migrated: rep.Count(DecideMigrate), Preempted: rep.Count(DecidePreempt),
+		PassedThru: rep.PassedThrough(), Failed: rep.Failed()}
+	w.Round = RoundRecord{Number: rep.Number, Started: rep.Started, Observe: rep.Observe, Solve: rep.Solve,
+		Enforce: rep.Enforce, Policy: rep.Policy, DryRun: rep.DryRun, Jobs: rep.Jobs, Tagged: rep.Tagged,
+		Placed: rep.Count(DecidePlace), Migrated: rep.Count(DecideMigrate), Preempted: rep.Count(DecidePreempt),
+		PassedThru: rep.PassedThrough(), Failed: rep.Failed()}
+	return w
 }
