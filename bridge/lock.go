@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // LockFile is the single-instance lock in data_dir.
@@ -24,10 +25,33 @@ type InstanceLock struct {
 	f *os.File
 }
 
-// AcquireLock takes the lock or fails at once with ErrLocked (naming the
-// holder's pid). Nothing else is touched: a second daemon exits before it
-// opens a database or reads Slurm.
-func AcquireLock(dataDir string) (*InstanceLock, error) {
+// Lock roles: what the holder does, written beside its pid.
+const (
+	// LockDaemon is a running daemon (or --once): the lock is held for long.
+	LockDaemon = "daemon"
+	// LockReleaseAll is a fail-open (--release-all, the guardian's): done
+	// within seconds, so a starting daemon waits for it (AcquireLockWaiting).
+	LockReleaseAll = "release-all"
+)
+
+// AcquireLockWaiting is AcquireLock, but while the holder is a fail-open
+// (LockReleaseAll) it retries for up to wait: a daemon restarted right
+// after a kill -9 waits for its guardian's release, not refuses to start.
+func AcquireLockWaiting(dataDir, role string, wait time.Duration) (*InstanceLock, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		l, err := AcquireLock(dataDir, role)
+		if err == nil || !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), " "+LockReleaseAll+")") || time.Now().After(deadline) {
+			return l, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// AcquireLock takes the lock for role or fails at once with ErrLocked
+// (naming the holder's pid and role). Nothing else is touched: a second
+// daemon exits before it opens a database or reads Slurm.
+func AcquireLock(dataDir, role string) (*InstanceLock, error) {
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("lock: %w", err)
 	}
@@ -40,16 +64,20 @@ func AcquireLock(dataDir string) (*InstanceLock, error) {
 		holder, _ := os.ReadFile(path)
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			pid := strings.TrimSpace(string(holder))
-			if pid == "" {
-				pid = "unknown"
+			who := strings.Fields(string(holder))
+			pid, what := "unknown", LockDaemon
+			if len(who) > 0 {
+				pid = who[0]
 			}
-			return nil, fmt.Errorf("%w (pid %s holds %s)", ErrLocked, pid, path)
+			if len(who) > 1 {
+				what = who[1]
+			}
+			return nil, fmt.Errorf("%w (pid %s holds %s as %s)", ErrLocked, pid, path, what)
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+" "+role+"\n"), 0)
 	}
 	return &InstanceLock{f: f}, nil
 }

@@ -4,25 +4,39 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 )
 
 func TestAcquireLockIsExclusive(t *testing.T) {
 	dir := t.TempDir()
-	first, err := AcquireLock(dir)
+	first, err := AcquireLock(dir, LockDaemon)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := AcquireLock(dir); !errors.Is(err, ErrLocked) {
+	if _, err := AcquireLockWaiting(dir, LockDaemon, time.Second); !errors.Is(err, ErrLocked) {
 		t.Fatalf("second AcquireLock = %v, want ErrLocked", err)
 	}
 	if err := first.Release(); err != nil {
 		t.Fatal(err)
 	}
-	again, err := AcquireLock(dir)
+	again, err := AcquireLock(dir, LockReleaseAll)
 	if err != nil {
 		t.Fatalf("after release: %v", err)
 	}
-	again.Release()
+	// A starting daemon waits for a fail-open to finish.
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		again.Release()
+	}()
+	start := time.Now()
+	l, err := AcquireLockWaiting(dir, LockDaemon, 5*time.Second)
+	if err != nil {
+		t.Fatalf("waiting for the release-all holder: %v", err)
+	}
+	if waited := time.Since(start); waited < 200*time.Millisecond {
+		t.Errorf("took the lock after %s, while release-all still held it", waited)
+	}
+	l.Release()
 }
 
 // TestPollSeesNodeChanges: a node drained, downed or resumed starts a round

@@ -65,7 +65,7 @@ func guard(o options, stdin io.Reader, stderr io.Writer) int {
 	// The daemon's lock goes with its process; give the kernel a moment.
 	var lock *bridge.InstanceLock
 	for try := 0; try < 20; try++ {
-		if lock, err = bridge.AcquireLock(cfg.DataDir); err == nil || !errors.Is(err, bridge.ErrLocked) {
+		if lock, err = bridge.AcquireLock(cfg.DataDir, bridge.LockReleaseAll); err == nil || !errors.Is(err, bridge.ErrLocked) {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)

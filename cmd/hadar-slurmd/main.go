@@ -160,7 +160,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// One daemon per data_dir: a second one exits here, before it touches
 	// Slurm or a database. A dry run changes nothing and may run beside.
 	if !cfg.DryRun {
-		lock, err := bridge.AcquireLock(cfg.DataDir)
+		role := bridge.LockDaemon
+		if o.releaseAll {
+			role = bridge.LockReleaseAll
+		}
+		lock, err := bridge.AcquireLockWaiting(cfg.DataDir, role, 30*time.Second)
 		if err != nil {
 			log.Error("not starting", "err", err)
 			fmt.Fprintln(stderr, "hadar-slurmd:", err)
