@@ -94,6 +94,13 @@ type Config struct {
 	// or an unknown one. Empty (the default): such jobs are handed to Slurm's
 	// own scheduler.
 	DefaultModel string `toml:"default_model"`
+	// Throughputs is the matrix a new throughput database is seeded with
+	// (an existing one keeps its rates; import into it with `hadar
+	// profiles import`): "gavel" (Gavel's k80/p100/v100 measurements, the
+	// default), "lambda" (Lambda's fp32 benchmark of current GPUs,
+	// a100/h100/rtx4090/...), "lambda-fp16", or the absolute path of a file
+	// in Gavel's JSON format. See profiles.Matrix.
+	Throughputs string `toml:"throughputs"`
 	// Slurm configures how Slurm's commands are run.
 	Slurm SlurmConfig `toml:"slurm"`
 	// GRES maps site GPU type names to canonical ones.
@@ -229,6 +236,7 @@ func DefaultConfig() Config {
 		DefaultDuration:  Duration{time.Hour},
 		DataDir:          dataDir,
 		SpoolDir:         DefaultSpoolDir,
+		Throughputs:      profiles.DefaultMatrix,
 		Slurm:            SlurmConfig{CommandTimeout: Duration{60 * time.Second}},
 		Log:              LogConfig{Format: "text", Level: "info"},
 		Metrics:          MetricsConfig{Listen: "127.0.0.1:9788"},
@@ -392,6 +400,9 @@ func (c Config) Validate() error {
 	}
 	if c.SpoolDir == "" || !filepath.IsAbs(c.SpoolDir) {
 		return bad("spool_dir", "%q: want an absolute path", c.SpoolDir)
+	}
+	if !profiles.IsBuiltinMatrix(c.Throughputs) && !filepath.IsAbs(c.Throughputs) {
+		return bad("throughputs", "%q: want %s, or an absolute path", c.Throughputs, strings.Join(profiles.MatrixNames(), ", "))
 	}
 	if c.Slurm.BinDir != "" && !filepath.IsAbs(c.Slurm.BinDir) {
 		return bad("slurm.bin_dir", "%q: want an absolute path", c.Slurm.BinDir)

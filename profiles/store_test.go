@@ -661,3 +661,29 @@ func TestMatchGPUType(t *testing.T) {
 		}
 	}
 }
+
+func TestOpenWithSeedMatrix(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "hadar.db")
+	s, err := Open(ctx, path, WithSeedMatrix(Lambda()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Throughputs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Lambda(), got); diff != "" {
+		t.Errorf("seeded matrix (-want +got):\n%s", diff)
+	}
+	s.Close()
+	// An existing database keeps its rates: the seed applies once.
+	s, err = Open(ctx, path, WithSeedMatrix(Default()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got, err = s.Throughputs(ctx); err != nil || got["resnet50"] == nil || got["ResNet-50 (batch size 64)"] != nil {
+		t.Errorf("reopened with another seed: %d job types, err %v; want Lambda's only", len(got), err)
+	}
+}

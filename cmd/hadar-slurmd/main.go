@@ -177,7 +177,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if dbPath == "" {
 		dbPath = filepath.Join(cfg.DataDir, profiles.DBFile)
 	}
-	store, err := profiles.Open(ctx, dbPath)
+	seedMatrix, err := profiles.Matrix(cfg.Throughputs)
+	if err != nil {
+		log.Error("cannot load the throughputs matrix", "err", err)
+		return 1
+	}
+	store, err := profiles.Open(ctx, dbPath, profiles.WithSeedMatrix(seedMatrix))
 	if err != nil {
 		log.Error("cannot open the throughput database", "err", err)
 		return 1

@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hadar-sched/hadar/optimizer"
+	"github.com/hadar-sched/hadar/profiles"
 )
 
 func benchCommand() *cli.Command {
@@ -17,7 +18,9 @@ func benchCommand() *cli.Command {
 		Usage: "time one planning round of a policy on a synthetic cluster and job mix",
 		Description: "Builds a reproducible synthetic snapshot (GPUs split evenly over --types GPU types,\n" +
 			"jobs with Gavel-like gang sizes and speed-ups) and times --repeat planning rounds of a\n" +
-			"fresh policy instance, checking every plan against the invariants.",
+			"fresh policy instance, checking every plan against the invariants. With --throughputs\n" +
+			"the snapshot's GPU types and job types are the matrix's (its --types fastest GPU types;\n" +
+			"job types drawn in turn), e.g. --throughputs lambda --types 4.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "policy", Value: "hadar", Usage: "policy to time"},
 			&cli.IntFlag{Name: "jobs", Value: 1000, Usage: "jobs in the snapshot"},
@@ -26,6 +29,7 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "repeat", Value: 10, Usage: "planning rounds to time"},
 			&cli.Int64Flag{Name: "seed", Value: 1, Usage: "seed of the synthetic snapshot"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+			&cli.StringFlag{Name: "throughputs", Usage: "plan with this matrix `NAME|FILE` instead of synthetic rates: " + profiles.MatrixUsage},
 		},
 		Action: func(c *cli.Context) error {
 			jobs, gpus, types, repeat := c.Int("jobs"), c.Int("gpus"), c.Int("types"), c.Int("repeat")
@@ -33,6 +37,15 @@ func benchCommand() *cli.Command {
 				return fmt.Errorf("--jobs, --gpus, --types and --repeat must be positive, with --types <= --gpus")
 			}
 			snap := optimizer.SyntheticSnapshot(jobs, gpus, types, c.Int64("seed"))
+			if c.IsSet("throughputs") {
+				thr, err := profiles.Matrix(c.String("throughputs"))
+				if err != nil {
+					return err
+				}
+				if snap, err = benchWithMatrix(snap, thr, types); err != nil {
+					return err
+				}
+			}
 			var times []float64
 			for i := 0; i < repeat; i++ {
 				policy, err := optimizer.New(c.String("policy"), optimizer.Options{Seed: c.Int64("seed")})
@@ -68,4 +81,48 @@ func benchCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// benchWithMatrix re-labels a synthetic snapshot with a real matrix: the
+// synthetic GPU types gpu0, gpu1, ... (fastest first) become the matrix's
+// types fastest first, and job k's type the matrix's k-th job type in turn;
+// each job keeps its duration on the first type, so its steps are scaled by
+// the ratio of the new rate to the synthetic one. Job types a job's gang
+// cannot run on the first type are skipped for the next.
+func benchWithMatrix(snap *optimizer.Snapshot, thr optimizer.Throughputs, types int) (*optimizer.Snapshot, error) {
+	gts := thr.GPUTypes()
+	if types > len(gts) {
+		return nil, fmt.Errorf("--types %d: the matrix has only %d GPU types (%v)", types, len(gts), gts)
+	}
+	sort.SliceStable(gts, func(i, j int) bool { return thr.TypeSpeed(gts[i]) > thr.TypeSpeed(gts[j]) })
+	gts = gts[:types]
+	rename := map[string]string{}
+	for k, gt := range gts {
+		rename[fmt.Sprintf("gpu%d", k)] = gt
+	}
+	jts := thr.JobTypes()
+	out := *snap
+	out.Throughput = thr
+	out.Nodes = append([]optimizer.Node(nil), snap.Nodes...)
+	for i := range out.Nodes {
+		out.Nodes[i].Type = rename[out.Nodes[i].Type]
+	}
+	out.Jobs = append([]optimizer.Job(nil), snap.Jobs...)
+	for i := range out.Jobs {
+		j := &out.Jobs[i]
+		old := snap.Throughput.Rate(j.Type, "gpu0", j.Workers)
+		for k := 0; k < len(jts); k++ {
+			jt := jts[(i+k)%len(jts)]
+			if r := thr.Rate(jt, gts[0], j.Workers); r > 0 && old > 0 {
+				j.Type = jt
+				j.TotalSteps *= r / old
+				j.RemainingSteps *= r / old
+				break
+			}
+		}
+		if j.Type == snap.Jobs[i].Type {
+			return nil, fmt.Errorf("no job type of the matrix runs %d workers on %s", j.Workers, gts[0])
+		}
+	}
+	return &out, nil
 }

@@ -25,7 +25,7 @@ func profilesCommand() *cli.Command {
 		Usage: "show and edit the heterogeneity matrix (steps/s per job type, GPU type and worker count)",
 		Description: "The matrix lives in a SQLite database shared with hadar-slurmd. Each cell (job type,\n" +
 			"GPU type, workers) keeps one value per source: imported (Gavel's matrix, loaded when\n" +
-			"the database is created, or `import-gavel`), learned (from observed progress) and\n" +
+			"the database is created, or `import`), learned (from observed progress) and\n" +
 			"measured (set by hand with `set`). The scheduler uses measured if present, else learned\n" +
 			"once it has 3 samples, else imported; `list` marks the value in use with * (IN USE).\n\n" +
 			"GPU type names from Slurm (gres.conf) map to canonical types through aliases; see\n" +
@@ -33,6 +33,9 @@ func profilesCommand() *cli.Command {
 		Flags: []cli.Flag{profilesDBFlag()},
 		Subcommands: []*cli.Command{
 			profilesRateCommand(),
+			profilesImportCommand(),
+			profilesGPUsCommand(),
+			profilesPriorErrorCommand(),
 			{
 				Name:      "import-gavel",
 				Usage:     "import a throughput file in Gavel's JSON format as imported values",
@@ -357,4 +360,107 @@ func printProfilesJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// profilesImportCommand is `hadar profiles import`: a built-in matrix or a
+// file in Gavel's format into the database as imported values.
+func profilesImportCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "import",
+		Usage: "import a throughput matrix (gavel, lambda or a Gavel-format file) as imported values",
+		Description: "Imports --throughputs (default gavel) into the database. Imported values replace\n" +
+			"earlier imported values of the same cells; learned and measured values are kept and\n" +
+			"still take precedence. Example, for a site with current GPUs:\n" +
+			"  hadar profiles import --throughputs lambda\n" +
+			"A new database is seeded with the daemon config's `throughputs` matrix instead.",
+		Flags: []cli.Flag{profilesDBFlag(), throughputsFlag()},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 0 {
+				return profilesUsage(c, "takes flags only (--throughputs NAME|FILE)")
+			}
+			t, err := loadThroughputs(c.String("throughputs"))
+			if err != nil {
+				return err
+			}
+			return withProfilesStore(c, func(s *profiles.Store) error {
+				n, err := s.ImportGavel(c.Context, t)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(c.App.Writer, "imported %d rates for %d job types from %s\n", n, len(t), c.String("throughputs"))
+				return nil
+			})
+		},
+	}
+}
+
+// profilesGPUsCommand is `hadar profiles gpus`: the GPU catalogue.
+func profilesGPUsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "gpus",
+		Usage: "list the GPU catalogue: canonical types, spec figures and their sources",
+		Description: "The figures the prior predicts unmeasured rates from: dense FP16/BF16 tensor TFLOPS,\n" +
+			"FP32 TFLOPS, memory (a hard limit) and memory bandwidth, per GPU as Slurm counts them.",
+		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print JSON with the sources and notes"}},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 0 {
+				return profilesUsage(c, "takes no arguments")
+			}
+			specs := profiles.Catalog()
+			if c.Bool("json") {
+				return printProfilesJSON(c.App.Writer, specs)
+			}
+			tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "TYPE\tNAME\tFP16 TFLOPS\tFP32 TFLOPS\tMEMORY GB\tBANDWIDTH GB/S")
+			for _, s := range specs {
+				fmt.Fprintf(tw, "%s\t%s\t%g\t%g\t%g\t%g\n", s.Type, s.Name, s.FP16TFLOPS, s.FP32TFLOPS, s.MemoryGB, s.BandwidthGBs)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+// profilesPriorErrorCommand is `hadar profiles prior-error`: the prior's
+// leave-one-type-out error, the table in docs/prior.md.
+func profilesPriorErrorCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "prior-error",
+		Usage: "measure the prior's error by leaving one GPU type out of a matrix at a time",
+		Description: "For each GPU type of --throughputs, removes its column, predicts its cells with the\n" +
+			"prior fitted on the rest, and prints the median and 90th percentile of |prior -\n" +
+			"measured| / measured over the type's measured cells (every worker count); the last\n" +
+			"row pools all types. See docs/prior.md.",
+		Flags: []cli.Flag{
+			throughputsFlag(),
+			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+			&cli.BoolFlag{Name: "markdown", Usage: "print a Markdown table"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 0 {
+				return profilesUsage(c, "takes flags only")
+			}
+			t, err := loadThroughputs(c.String("throughputs"))
+			if err != nil {
+				return err
+			}
+			rows := profiles.LeaveOneTypeOut(t)
+			switch {
+			case c.Bool("json"):
+				return printProfilesJSON(c.App.Writer, rows)
+			case c.Bool("markdown"):
+				fmt.Fprintln(c.App.Writer, "| GPU type left out | cells | predicted | median error | p90 error |")
+				fmt.Fprintln(c.App.Writer, "|---|---:|---:|---:|---:|")
+				for _, r := range rows {
+					fmt.Fprintf(c.App.Writer, "| %s | %d | %d | %.0f%% | %.0f%% |\n", r.GPUType, r.Cells, r.Predicted, 100*r.Median, 100*r.P90)
+				}
+				return nil
+			}
+			tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "LEFT OUT\tCELLS\tPREDICTED\tMEDIAN ERR\tP90 ERR")
+			for _, r := range rows {
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f%%\t%.1f%%\n", r.GPUType, r.Cells, r.Predicted, 100*r.Median, 100*r.P90)
+			}
+			return tw.Flush()
+		},
+	}
 }

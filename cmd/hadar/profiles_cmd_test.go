@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -136,9 +137,9 @@ func TestProfilesImportGavel(t *testing.T) {
 	if !strings.Contains(out, "imported 2 rates for 1 job types") {
 		t.Errorf("import-gavel printed %q", out)
 	}
-	rows := decodeRows(t, mustRun(t, "--db", db, "list", "--json", "--gpu-type", "a100"))
-	if diff := cmp.Diff([]float64{4, 7.5}, []float64{rows[0].StepsPerSecond, rows[1].StepsPerSecond}); len(rows) != 2 || diff != "" {
-		t.Errorf("a100 rows after import: %+v", rows)
+	rows := decodeRows(t, mustRun(t, "--db", db, "list", "--json", "--gpu-type", "a100-40gb"))
+	if len(rows) != 2 || !cmp.Equal([]float64{4, 7.5}, []float64{rows[0].StepsPerSecond, rows[1].StepsPerSecond}) {
+		t.Errorf("a100-40gb rows after import: %+v", rows)
 	}
 
 	stdin := `{"k80": {"('A3C', 1)": {"null": 0.25}}}`
@@ -148,6 +149,46 @@ func TestProfilesImportGavel(t *testing.T) {
 	rows = decodeRows(t, mustRun(t, "--db", db, "show", "--json", "A3C"))
 	if rows[0].GPUType != "k80" || rows[0].StepsPerSecond != 0.25 {
 		t.Errorf("A3C on k80 after stdin import: %+v", rows[0])
+	}
+}
+
+func TestProfilesImportMatrix(t *testing.T) {
+	noEnvDB(t)
+	db := filepath.Join(t.TempDir(), "hadar.db")
+	out := mustRun(t, "--db", db, "import", "--throughputs", "lambda")
+	if !strings.Contains(out, "imported 300 rates for 10 job types from lambda") {
+		t.Errorf("import printed %q", out)
+	}
+	rows := decodeRows(t, mustRun(t, "--db", db, "list", "--json", "--in-use", "--gpu-type", "nvidia_h100_80gb_hbm3"))
+	if len(rows) != 40 || rows[0].GPUType != "h100" || rows[0].Source != profiles.SourceImported {
+		t.Errorf("h100 rows after importing lambda: %d, first %+v", len(rows), rows[0])
+	}
+}
+
+func TestProfilesPriorErrorAndGPUs(t *testing.T) {
+	noEnvDB(t)
+	out := mustRun(t, "prior-error", "--throughputs", "gavel", "--markdown")
+	for _, want := range []string{"| GPU type left out |", "| k80 | 80 | 80 |", "| all | 246 | 246 |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("prior-error --markdown lacks %q:\n%s", want, out)
+		}
+	}
+	var rows []profiles.LOOError
+	if err := json.Unmarshal([]byte(mustRun(t, "prior-error", "--throughputs", "lambda", "--json")), &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 12 || rows[11].GPUType != "all" || rows[11].Median <= 0 || rows[11].Median > 0.3 {
+		t.Errorf("prior-error lambda: %+v", rows)
+	}
+	var specs []profiles.GPUSpec
+	if err := json.Unmarshal([]byte(mustRun(t, "gpus", "--json")), &specs); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(profiles.Catalog(), specs); diff != "" {
+		t.Errorf("gpus --json (-want +got):\n%s", diff)
+	}
+	if text := mustRun(t, "gpus"); !strings.Contains(text, "h100-pcie") || !strings.HasPrefix(text, "TYPE") {
+		t.Errorf("gpus table:\n%s", text)
 	}
 }
 
@@ -161,7 +202,7 @@ func TestProfilesAlias(t *testing.T) {
 	if err := json.Unmarshal([]byte(mustRun(t, "alias", "list", "--db", db, "--json")), &as); err != nil {
 		t.Fatal(err)
 	}
-	if !cmp.Equal(as[len(as)-1].Site, "tesla_v100s-pcie-32gb") || len(as) != len(profiles.DefaultAliases())+1 {
+	if len(as) != len(profiles.DefaultAliases())+1 || !sort.SliceIsSorted(as, func(i, j int) bool { return as[i].Site < as[j].Site }) {
 		t.Errorf("alias list: %+v", as)
 	}
 	text := mustRun(t, "--db", db, "alias", "list")
@@ -194,7 +235,10 @@ func TestProfilesErrors(t *testing.T) {
 		{"import no file", []string{"import-gavel"}, "want one FILE"},
 		{"import missing file", []string{"import-gavel", "/nonexistent/x.json"}, "no such file"},
 		{"alias set one arg", []string{"alias", "set", "x"}, "SITE and CANONICAL"},
-		{"alias resolve unknown", []string{"alias", "resolve", "mi300x"}, "not found"},
+		{"alias resolve unknown", []string{"alias", "resolve", "mi355x"}, "not found"},
+		{"alias to an unknown type", []string{"alias", "set", "site_gpu", "h1OO"}, `unknown canonical GPU type "h1OO"`},
+		{"import unknown matrix", []string{"import", "--throughputs", "lamda"}, "gavel, lambda, lambda-fp16"},
+		{"import takes no argument", []string{"import", "lambda"}, "--throughputs"},
 		{"unset nothing", []string{"unset", "--job-type", "A3C", "--gpu-type", "v100"}, "no measured rate"},
 	}
 	for _, tc := range tests {

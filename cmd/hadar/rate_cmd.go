@@ -17,17 +17,27 @@ func profilesRateCommand() *cli.Command {
 		Usage: "print the steps/s of a model on a GPU type (as hadar-slurmd would plan with it)",
 		Description: "The model is matched like a job's model= tag (case and punctuation ignored,\n" +
 			"'batch size' may be written bs: resnet50-bs64). With --embedded the built-in Gavel\n" +
-			"matrix is used and no database is opened.",
+			"matrix is used and no database is opened; --throughputs NAME|FILE picks another\n" +
+			"matrix (lambda, a file) and implies --embedded. With --prior a cell the matrix lacks\n" +
+			"(a GPU type or worker count nobody measured) gets the prior's rate (docs/prior.md),\n" +
+			"noted on standard error.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "model", Required: true, Usage: "model / job type"},
 			&cli.StringFlag{Name: "gpu-type", Required: true, Usage: "GPU type (canonical name or site GRES name)"},
 			&cli.IntFlag{Name: "workers", Value: 1, Usage: "GPUs the job runs on"},
 			&cli.BoolFlag{Name: "embedded", Usage: "use the embedded Gavel matrix instead of the database"},
+			&cli.StringFlag{Name: "throughputs", Usage: "use this matrix `NAME|FILE` instead of the database: " + profiles.MatrixUsage},
+			&cli.BoolFlag{Name: "prior", Usage: "fall back to the prior for a cell the matrix lacks"},
 		},
 		Action: func(c *cli.Context) error {
 			thr := profiles.Default()
 			gpuType := c.String("gpu-type")
-			if !c.Bool("embedded") {
+			if c.IsSet("throughputs") {
+				var err error
+				if thr, err = profiles.Matrix(c.String("throughputs")); err != nil {
+					return err
+				}
+			} else if !c.Bool("embedded") {
 				path, err := profilesDBPath(c)
 				if err != nil {
 					return err
@@ -49,6 +59,12 @@ func profilesRateCommand() *cli.Command {
 				return err
 			}
 			r := thr.Rate(jobType, gpuType, c.Int("workers"))
+			if _, measured := thr[jobType][gpuType][c.Int("workers")]; !measured && c.Bool("prior") {
+				if p, ok := profiles.PriorForModel(thr, jobType, []string{gpuType})[gpuType][c.Int("workers")]; ok {
+					r = p
+					fmt.Fprintf(c.App.ErrWriter, "%s on %d x %s: not in the matrix; prior estimate\n", jobType, c.Int("workers"), gpuType)
+				}
+			}
 			if r <= 0 {
 				return fmt.Errorf("no throughput for %q on %s with %d workers", jobType, gpuType, c.Int("workers"))
 			}

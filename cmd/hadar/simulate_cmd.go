@@ -35,12 +35,15 @@ func simulateCommand() *cli.Command {
 			"with every job on its fastest GPU type, over the GPU time it took) and scheduling\n" +
 			"time. Every plan is checked against the safety invariants. With no flags it runs a\n" +
 			"built-in generated trace (160 static multi-GPU jobs, seed 0) on the embedded Gavel\n" +
-			"throughput matrix.\n\n" +
+			"throughput matrix. --throughputs lambda uses Lambda's measurements of 11 current GPU\n" +
+			"types (a100, h100, rtx4090, ...; `hadar profiles gpus` lists the catalogue) and its\n" +
+			"10 models (resnet50, bert_large_squad, ...); pick --cluster types and a trace's\n" +
+			"--reference-type from the same matrix.\n\n" +
 			"Traces are Gavel's tab-separated format; `gavel:NAME` names a trace embedded in the\n" +
 			"binary (" + strings.Join(sim.EmbeddedTraceNames(), ", ") + ").",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "trace", Usage: "trace file, or gavel:NAME for an embedded Gavel trace (default: a generated trace)"},
-			&cli.StringFlag{Name: "throughputs", Usage: "Gavel-format throughput JSON (default: the embedded Gavel matrix)"},
+			throughputsFlag(),
 			&cli.StringFlag{Name: "cluster", Value: "v100=36,p100=36,k80=36", Usage: "GPUs per type, TYPE=N,..."},
 			&cli.IntFlag{Name: "gpus-per-node", Value: 4, Usage: "GPUs per simulated node (one GPU type per node)"},
 			&cli.DurationFlag{Name: "round", Value: 360 * time.Second, Usage: "round length"},
@@ -164,11 +167,19 @@ func printSimulateTable(w io.Writer, out simulateOutput) {
 	tw.Flush()
 }
 
-func loadThroughputs(path string) (optimizer.Throughputs, error) {
-	if path == "" {
-		return profiles.Default(), nil
+// throughputsFlag is --throughputs, the same in every command that uses a
+// matrix; a fresh value per command, since urfave/cli keeps state in it.
+func throughputsFlag() cli.Flag {
+	return &cli.StringFlag{
+		Name:  "throughputs",
+		Value: profiles.DefaultMatrix,
+		Usage: "throughput matrix `NAME|FILE`: " + profiles.MatrixUsage,
 	}
-	return profiles.LoadGavelFile(path)
+}
+
+// loadThroughputs resolves --throughputs (see profiles.Matrix).
+func loadThroughputs(name string) (optimizer.Throughputs, error) {
+	return profiles.Matrix(name)
 }
 
 func loadOrGenerateTrace(spec string, thr optimizer.Throughputs) (string, []sim.TraceJob, error) {

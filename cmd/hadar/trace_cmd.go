@@ -15,11 +15,8 @@ import (
 
 func traceCommand() *cli.Command {
 	// Fresh flag values per subcommand: urfave/cli records state in them.
-	throughputsFlag := func() cli.Flag {
-		return &cli.StringFlag{Name: "throughputs", Usage: "Gavel-format throughput JSON (default: the embedded Gavel matrix)"}
-	}
 	referenceFlag := func() cli.Flag {
-		return &cli.StringFlag{Name: "reference-type", Value: sim.DefaultReferenceType, Usage: "GPU type job durations are measured on"}
+		return &cli.StringFlag{Name: "reference-type", Value: sim.DefaultReferenceType, Usage: "GPU `TYPE` job durations are measured on (one of the matrix's, e.g. a100 with --throughputs lambda)"}
 	}
 	return &cli.Command{
 		Name:  "trace",
@@ -36,7 +33,8 @@ func traceCommand() *cli.Command {
 					"uniform over those the matrix measures on --reference-type at that scale factor,\n" +
 					"durations 60*10^U(1.5,3) s w.p. 0.8 else 60*10^U(3,4) s, total_steps = duration x\n" +
 					"throughput on --reference-type, Poisson arrivals at --rate jobs/hour (0: all at t=0).\n" +
-					"The same flags always give the same trace.",
+					"The same flags always give the same trace. Example, for a current cluster:\n" +
+					"  hadar trace generate --throughputs lambda --reference-type a100 --multi-gpu --jobs 200",
 				Flags: []cli.Flag{
 					&cli.IntFlag{Name: "jobs", Value: 160, Usage: "number of jobs"},
 					&cli.Int64Flag{Name: "seed", Value: 0, Usage: "random seed"},

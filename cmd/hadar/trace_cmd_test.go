@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hadar-sched/hadar/optimizer"
+	"github.com/hadar-sched/hadar/profiles"
 	"github.com/hadar-sched/hadar/sim"
 )
 
@@ -182,5 +183,32 @@ func TestTraceCommandErrors(t *testing.T) {
 				t.Errorf("error = %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// The trace for a current cluster: Lambda's matrix, durations on an
+// A100, gangs of 1-8.
+func TestTraceGenerateLambda(t *testing.T) {
+	stdout, _, err := runTraceCLI(t, "generate", "--throughputs", "lambda", "--reference-type", "a100", "--multi-gpu", "--jobs", "200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := sim.ParseTrace(strings.NewReader(stdout), "stdout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lambda := profiles.Lambda()
+	scales := map[int]bool{}
+	for _, j := range jobs {
+		if lambda[j.JobType]["a100"][j.ScaleFactor] <= 0 {
+			t.Errorf("job %+v: no lambda rate on %d x a100", j, j.ScaleFactor)
+		}
+		scales[j.ScaleFactor] = true
+	}
+	if len(jobs) != 200 || len(scales) < 3 {
+		t.Errorf("%d jobs, scale factors %v; want 200 with gangs of several sizes", len(jobs), scales)
+	}
+	if _, _, err := runTraceCLI(t, "generate", "--throughputs", "lamda"); err == nil || !strings.Contains(err.Error(), "gavel, lambda, lambda-fp16") {
+		t.Errorf("unknown matrix: %v", err)
 	}
 }
