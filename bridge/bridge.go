@@ -50,6 +50,9 @@ type RoundReport struct {
 	Jobs, Tagged int
 	View         *View
 	Snapshot     *optimizer.Snapshot
+	// Measured is the matrix before the prior filled it (what was
+	// imported, measured or learned); Snapshot.Throughput is the filled one.
+	Measured optimizer.Throughputs
 	Decisions    []Decision
 	Actions      []Action
 	// Results has one entry per action (none in a dry run).
@@ -309,24 +312,34 @@ func (b *Bridge) Cycle(ctx context.Context) (RoundReport, error) {
 		return b.failRound(ctx, rep, fmt.Errorf("state database: %w", err))
 	}
 	resolved := map[string]string{}
+	resolve := func(site string) (string, error) {
+		if t, ok := resolved[site]; ok {
+			return t, nil
+		}
+		t, err := b.resolveGPU(ctx, cfg, site)
+		if err == nil {
+			resolved[site] = t
+		}
+		return t, err
+	}
+	// Every cell nobody measured on this cluster's GPU types gets the
+	// prior (profiles.WithPrior): no job waits or is passed through for want
+	// of a matrix row or column; progress reports then replace it.
+	types := clusterTypes(nodes, resolve)
+	measured := tp
+	tp = profiles.WithPrior(measured, types)
 	view := BuildView(ViewInput{
-		Now: now, Jobs: jobs, Nodes: nodes, Details: details,
-		ResolveGPU: func(site string) (string, error) {
-			if t, ok := resolved[site]; ok {
-				return t, nil
-			}
-			t, err := b.resolveGPU(ctx, cfg, site)
-			if err == nil {
-				resolved[site] = t
-			}
-			return t, err
-		},
+		Now: now, Jobs: jobs, Nodes: nodes, Details: details, ResolveGPU: resolve,
 		Models: NewModelResolver(tp.JobTypes(), cfg.Models.Aliases), DefaultModel: cfg.DefaultModel,
+		PriorFor: func(jobType string) map[string]map[int]float64 {
+			return profiles.PriorForModel(measured, jobType, types)
+		},
 		Throughput: tp, Placed: placed, RanOn: b.ranOn,
 		Notes: func(id, msg string) { log.Debug("job note", "job", id, "note", msg) },
 	})
 	b.noteRanOn(view)
 	rep.View = view
+	rep.Measured = measured
 	rep.Jobs = len(view.Jobs)
 	tagged := view.TaggedIDs()
 	rep.Tagged = len(tagged)
@@ -835,4 +848,26 @@ func roundWrite(cfg Config, rep RoundReport, view *View, progress map[string]Job
 		Placed: rep.Count(DecidePlace), Migrated: rep.Count(DecideMigrate), Preempted: rep.Count(DecidePreempt),
 		PassedThru: rep.PassedThrough(), Failed: rep.Failed()}
 	return w
+}
+
+// clusterTypes are the canonical GPU types of the nodes (one GPU type per
+// node; nodes whose type does not resolve are left out).
+func clusterTypes(nodes []slurm.Node, resolve func(string) (string, error)) []string {
+	set := map[string]bool{}
+	for _, n := range nodes {
+		for site := range slurm.GPUsByType(n.Gres) {
+			if site == "" {
+				continue
+			}
+			if t, err := resolve(site); err == nil && t != "" {
+				set[t] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for t := range set {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -501,7 +501,7 @@ func TestMigrationAndProgress(t *testing.T) {
 
 func TestSnapshotPolicyCheckFailureStillPassesThrough(t *testing.T) {
 	h := newHarness(t, nil)
-	bad := h.fc.submit("hadar model=nope", 1, 1, t0)
+	bad := h.fc.submit("hadar model=nope steps=0", 1, 1, t0)
 	good := h.fc.submit(resnet, 1, 1, t0)
 	b := h.bridge()
 	b.policy = brokenPolicy{}

@@ -52,11 +52,11 @@ func AcquireLockWaiting(dataDir, role string, wait time.Duration) (*InstanceLock
 // (naming the holder's pid and role). Nothing else is touched: a second
 // daemon exits before it opens a database or reads Slurm.
 func AcquireLock(dataDir, role string) (*InstanceLock, error) {
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+	if err := os.MkdirAll(dataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("lock: %w", err)
 	}
 	path := filepath.Join(dataDir, LockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock: %w", err)
 	}

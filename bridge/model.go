@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -19,6 +20,15 @@ func NormalizeModel(s string) string {
 	}
 	return strings.ReplaceAll(b.String(), "batchsize", "bs")
 }
+
+// ErrAmbiguousModel: a model= that names several job types.
+var ErrAmbiguousModel = errors.New("ambiguous model")
+
+// ambiguousError is an ErrAmbiguousModel with its own message.
+type ambiguousError string
+
+func (e ambiguousError) Error() string        { return string(e) }
+func (e ambiguousError) Is(target error) bool { return target == ErrAmbiguousModel }
 
 // ModelResolver maps what users write in model= to a job type of the
 // throughput matrix:
@@ -72,7 +82,7 @@ func (r *ModelResolver) Resolve(model string) (string, error) {
 		return jts[0], nil
 	case 0:
 	default:
-		return "", fmt.Errorf("model %q matches several job types: %s", clip(model), strings.Join(jts, "; "))
+		return "", ambiguousError(fmt.Sprintf("model %q matches several job types: %s", clip(model), strings.Join(jts, "; ")))
 	}
 	var near []string
 	starts := 0 // job types whose name starts with the model's
@@ -96,8 +106,8 @@ func (r *ModelResolver) Resolve(model string) (string, error) {
 	if starts > 1 && starts == total {
 		// Not unknown: several job types start with it (resnet50 names
 		// ResNet-50 at four batch sizes).
-		return "", fmt.Errorf("model %q is ambiguous: %d job types start with it (%s%s); write one of them in model=, or map it in [models] aliases",
-			clip(model), total, strings.Join(near, "; "), more)
+		return "", ambiguousError(fmt.Sprintf("model %q is ambiguous: %d job types start with it (%s%s); write one of them in model=, or map it in [models] aliases",
+			clip(model), total, strings.Join(near, "; "), more))
 	}
 	return "", fmt.Errorf("unknown model %q (did you mean %s%s?)", clip(model), strings.Join(near, "; "), more)
 }

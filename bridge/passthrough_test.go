@@ -208,7 +208,7 @@ func TestExecutorAwaitStartGatesPassThrough(t *testing.T) {
 			fc := newFakeCluster("node1:v100:4")
 			fc.noAutoStart = tt.stuck
 			placed := fc.submit(resnet, 4, 1, t0)
-			pass := fc.submit("hadar model=nope", 4, 1, t0)
+			pass := fc.submit("hadar model=nope steps=0", 4, 1, t0)
 			if tt.failJobs {
 				fc.fail["Jobs"] = slurm.ErrControllerDown
 			}
@@ -272,7 +272,7 @@ func TestStillPending(t *testing.T) {
 func TestPassThroughDoesNotTakePlacedJobsNode(t *testing.T) {
 	h := newHarness(t, nil)
 	h.fc = newFakeCluster("node1:v100:4")
-	pass := h.fc.submit("hadar model=nope", 4, 1, t0) // lower id: Slurm would look at it first
+	pass := h.fc.submit("hadar model=nope steps=0", 4, 1, t0) // lower id: Slurm would look at it first
 	placed := h.fc.submit(resnet, 4, 1, t0)
 	b := h.bridge()
 	rep := h.cycle(b)
@@ -330,7 +330,7 @@ func TestPassThroughReleasedWithinBound(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, func(c *Config) { c.LaunchTimeout = Duration{launchTimeout} })
 			h.fc.noAutoStart = tt.stuck
-			pass := h.fc.submit("hadar model=nope", 1, 1, t0)
+			pass := h.fc.submit("hadar model=nope steps=0", 1, 1, t0)
 			b := h.bridge()
 			released, heldBack, placedAfter := 0, 0, 0
 			for round := 1; round <= 15 && released == 0; round++ {
@@ -356,7 +356,7 @@ func TestPassThroughReleasedWithinBound(t *testing.T) {
 			if placedAfter > 0 {
 				t.Errorf("%d held-back rounds still placed jobs", placedAfter)
 			}
-			if j := h.fc.job(pass); j.releases != 1 || !strings.HasPrefix(j.admin, "hadar: unknown model") {
+			if j := h.fc.job(pass); j.releases != 1 || !strings.HasPrefix(j.admin, "hadar: bad hadar tag") {
 				t.Errorf("pass-through job: %d releases, admin comment %q", j.releases, j.admin)
 			}
 		})
@@ -369,7 +369,7 @@ func TestReleaseAllIncludesPassThrough(t *testing.T) {
 	h := newHarness(t, nil)
 	h.fc.noAutoStart = true
 	w1 := h.fc.submit(resnet, 1, 1, t0)
-	pass := h.fc.submit("hadar model=nope", 1, 1, t0)
+	pass := h.fc.submit("hadar model=nope steps=0", 1, 1, t0)
 	w2 := h.fc.submit(resnet, 1, 1, t0)
 	b := h.bridge()
 	got, err := b.ReleaseAll(context.Background())

@@ -208,7 +208,7 @@ func TestSnapshotFromFixtures(t *testing.T) {
 		}
 		wantWhy := map[string]string{
 			"cpu-01":      "|no GPUs",
-			"gpu-a100-01": "a100|not schedulable (IDLE+DRAIN)",
+			"gpu-a100-01": "a100-40gb|not schedulable (IDLE+DRAIN)",
 			"gpu-mix-01":  "|several GPU types (Slurm would choose the type)",
 			"gpu-v100-01": "v100|",
 			"gpu-v100-02": "v100|",

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -208,9 +209,13 @@ type ViewInput struct {
 	// ResolveGPU maps a site GRES type name to a canonical GPU type.
 	ResolveGPU func(site string) (string, error)
 	// Models resolves model= names; DefaultModel is used for jobs whose
-	// model is missing or unknown ("": pass them through).
+	// model is missing or unknown. Without one, an unknown model is a new
+	// job type planned with PriorFor's rates (the cross-model prior) until
+	// its progress teaches hadar its own; with neither, it is passed
+	// through.
 	Models       *ModelResolver
 	DefaultModel string
+	PriorFor     func(jobType string) map[string]map[int]float64
 	// Throughput is the matrix: a model with no rate on any usable GPU
 	// type is passed through.
 	Throughput optimizer.Throughputs
@@ -428,11 +433,25 @@ func (v *View) classifyTagged(j *slurm.Job, d *slurm.JobDetail, jv *JobView, in 
 		err = fmt.Errorf("unknown model %q", clip(model))
 	}
 	if err != nil {
-		if in.DefaultModel == "" {
+		switch {
+		case in.DefaultModel != "":
+			note(jv.ID, fmt.Sprintf("%v: using default_model %q", err, in.DefaultModel))
+			jt = in.DefaultModel
+		case in.PriorFor != nil && model != "" && !errors.Is(err, ErrAmbiguousModel):
+			// A model no matrix knows: a job type of its own, on the
+			// prior's rates, learned from its progress.
+			jt = clip(strings.TrimSpace(model))
+			if _, known := in.Throughput[jt]; !known {
+				for gt, byW := range in.PriorFor(jt) {
+					for w, r := range byW {
+						in.Throughput.Set(jt, gt, w, r)
+					}
+				}
+			}
+			note(jv.ID, fmt.Sprintf("%v: planned with the cross-model prior until its progress is learned", err))
+		default:
 			return err.Error()
 		}
-		note(jv.ID, fmt.Sprintf("%v: using default_model %q", err, in.DefaultModel))
-		jt = in.DefaultModel
 	}
 	jv.Model = jt
 	return v.infeasible(jv, in.Throughput, live)

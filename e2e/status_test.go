@@ -332,7 +332,7 @@ func TestUserCommands(t *testing.T) {
 		return id
 	}
 	good := sub(`--comment=hadar model=resnet50-bs64 steps=2000`, "--gres=gpu:1", "--wrap", "sleep 120")
-	bad := sub(`--comment=hadar model=nosuchmodel steps=10`, "--gres=gpu:1", "--wrap", "sleep 5")
+	bad := sub(`--comment=hadar model=resnet50-bs64 steps=-10`, "--gres=gpu:1", "--wrap", "sleep 5")
 	typed := sub(`--comment=hadar model=a3c`, "--gres=gpu:v100:1", "--wrap", "sleep 5")
 	waitState(t, slurmConf, []string{good, bad, typed}, "PENDING", 30*time.Second)
 
@@ -355,7 +355,7 @@ func TestUserCommands(t *testing.T) {
 		}
 	}
 	r := asUser(user, slurmConf, 60*time.Second).Run(hadarBin(), "explain", "--json", bad)
-	if r.Err != nil || !strings.Contains(r.Stdout, `passed through to Slurm's scheduler: unknown model \"nosuchmodel\"`) {
+	if r.Err != nil || !strings.Contains(r.Stdout, `passed through to Slurm's scheduler: bad hadar tag: steps`) {
 		t.Errorf("hadar explain --json %s as %s: %v\n%s%s", bad, user, r.Err, r.Stdout, r.Stderr)
 	}
 
@@ -367,7 +367,7 @@ func TestUserCommands(t *testing.T) {
 		t.Fatalf("hadar-slurmd --once: %v\n%s", r.Err, r.Stderr)
 	}
 	// A typed request is a constraint: placed, on its type only.
-	for id, want := range map[string]string{bad: `AdminComment=hadar: unknown model "nosuchmodel"; released to Slurm's scheduler`,
+	for id, want := range map[string]string{bad: `AdminComment=hadar: bad hadar tag: steps: "-10": want a number > 0; released to Slurm's scheduler`,
 		typed: "AdminComment=hadar: placed by hadar on", good: "AdminComment=hadar: placed by hadar on"} {
 		out := must(t, slurmConf, "scontrol", "show", "job", id)
 		if !strings.Contains(out, want) {

@@ -385,6 +385,9 @@ func explainClass(out *explainOutput, rep bridge.RoundReport, jv *bridge.JobView
 	if out.ModelAsked == "" && out.Model != "" {
 		add("no model= in the tag: default_model %q is used", out.Model)
 	}
+	if out.Model != "" && rep.Measured != nil && rep.Measured[out.Model] == nil {
+		add("%q is in no matrix: it is planned with the cross-model prior (the median model's rates) until its progress reports teach hadar its own", out.Model)
+	}
 	var usable []string
 	for _, t := range out.Types {
 		if t.Rate > 0 {

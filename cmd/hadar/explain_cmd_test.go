@@ -123,17 +123,23 @@ func TestExplainPassThroughAndMissing(t *testing.T) {
 	isolate(t)
 	nodes := demoNodes(t, nil)
 	jobs := []qjob{
-		{id: "5", comment: "hadar model=nosuchmodel steps=10", gres: "gres:gpu:1"},
+		{id: "5", comment: "hadar model=a3c steps=-10", gres: "gres:gpu:1"},
 		{id: "6", comment: "hadar model=a3c", gres: "gres:gpu:v100:1"},
-		{id: "7", reason: "Resources", comment: "hadar model=nosuchmodel steps=10", gres: "gres:gpu:1"},
+		{id: "7", reason: "Resources", comment: "hadar model=a3c steps=-10", gres: "gres:gpu:1"},
+		{id: "9", comment: "hadar model=nosuchmodel steps=10", gres: "gres:gpu:1"},
 		{id: "8", comment: "hadar model=resnet50 steps=10", gres: "gres:gpu:1"},
 	}
 	e := explainJSON(t, nodes, "5", jobs...)
-	if e.Class != "pass-through" || !strings.Contains(e.Summary, `passed through to Slurm's scheduler: unknown model "nosuchmodel"`) {
+	if e.Class != "pass-through" || !strings.Contains(e.Summary, `passed through to Slurm's scheduler: bad hadar tag: steps`) {
 		t.Errorf("job 5: %+v", e)
 	}
-	if !strings.Contains(strings.Join(e.Details, "\n"), `AdminComment "hadar: unknown model \"nosuchmodel\"; released to Slurm's scheduler"`) {
+	if !strings.Contains(strings.Join(e.Details, "\n"), `AdminComment "hadar: bad hadar tag: steps: \"-10\": want a number > 0; released to Slurm's scheduler"`) {
 		t.Errorf("job 5 details: %q", e.Details)
+	}
+	// A model no matrix knows is scheduled, on the cross-model prior.
+	e = explainJSON(t, nodes, "9", jobs...)
+	if e.Class != "waiting" || e.Problem != "" || !strings.Contains(strings.Join(e.Details, "\n"), "planned with the cross-model prior") {
+		t.Errorf("unknown model: %+v", e)
 	}
 	e = explainJSON(t, nodes, "6", jobs...)
 	// A typed request is scheduled, on its type only.
