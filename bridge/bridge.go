@@ -52,9 +52,9 @@ type RoundReport struct {
 	Snapshot     *optimizer.Snapshot
 	// Measured is the matrix before the prior filled it (what was
 	// imported, measured or learned); Snapshot.Throughput is the filled one.
-	Measured optimizer.Throughputs
-	Decisions    []Decision
-	Actions      []Action
+	Measured  optimizer.Throughputs
+	Decisions []Decision
+	Actions   []Action
 	// Results has one entry per action (none in a dry run).
 	Results []ActionResult
 	// PlanError is set when the policy failed or its plan broke an
