@@ -250,3 +250,29 @@ func TestProfilesErrors(t *testing.T) {
 		})
 	}
 }
+
+// docs/prior.md shows the tables `hadar profiles prior-error` prints, and
+// docs/gpus.md every catalogue type: a change to the prior or the
+// catalogue that is not carried into the docs fails here.
+func TestPriorDocTables(t *testing.T) {
+	noEnvDB(t)
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "prior.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range profiles.MatrixNames() {
+		table := mustRun(t, "prior-error", "--throughputs", m, "--markdown")
+		if !strings.Contains(string(doc), table) {
+			t.Errorf("docs/prior.md lacks the %s table; regenerate it with `hadar profiles prior-error --throughputs %s --markdown`:\n%s", m, m, table)
+		}
+	}
+	gpus, err := os.ReadFile(filepath.Join("..", "..", "docs", "gpus.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range profiles.Catalog() {
+		if !strings.Contains(string(gpus), "| `"+s.Type+"` | "+s.Name+" |") {
+			t.Errorf("docs/gpus.md lacks the catalogue row of %s", s.Type)
+		}
+	}
+}
