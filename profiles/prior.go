@@ -3,6 +3,8 @@ package profiles
 import (
 	"math"
 	"sort"
+	"strings"
+	"sync"
 
 	"github.com/hadar-sched/hadar/optimizer"
 )
@@ -95,12 +97,52 @@ type Prior struct {
 	memNeed  map[string]float64  // model -> needs more than this many GB
 	workers  []int               // every worker count measured
 	speedup  map[int]float64     // cross-model median k-GPU speed-up
+	ratios   map[[2]string]*pairRatios
+
+	mu      sync.Mutex
+	medians map[string]map[string]map[int]float64 // gpuTypes joined -> median model
+}
+
+// pairRatios are the models' log 1-GPU speed ratios between two types.
+type pairRatios struct {
+	sorted  []float64
+	byModel map[string]float64
+}
+
+// medianWithout is the median of the ratios of every model but jobType,
+// and how many there are.
+func (pr *pairRatios) medianWithout(jobType string) (float64, int) {
+	s := pr.sorted
+	skip := -1
+	if v, ok := pr.byModel[jobType]; ok {
+		skip = sort.SearchFloat64s(s, v)
+	}
+	n := len(s)
+	if skip >= 0 {
+		n--
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	at := func(k int) float64 {
+		if skip >= 0 && k >= skip {
+			return s[k+1]
+		}
+		return s[k]
+	}
+	if n%2 == 1 {
+		return at(n / 2), n
+	}
+	return (at(n/2-1) + at(n/2)) / 2, n
 }
 
 // FitPrior fits the prior of every model of measured. measured is not
-// modified and must not be modified while the Prior is in use.
+// modified and must not be modified while the Prior is in use. Fit once
+// and call Model for many models: FitPrior is the costly part. A Prior is
+// safe for concurrent use.
 func FitPrior(measured optimizer.Throughputs) *Prior {
-	p := &Prior{measured: measured, exps: map[string]features{}, memNeed: map[string]float64{}, speedup: map[int]float64{}}
+	p := &Prior{measured: measured, exps: map[string]features{}, memNeed: map[string]float64{}, speedup: map[int]float64{},
+		ratios: map[[2]string]*pairRatios{}, medians: map[string]map[string]map[int]float64{}}
 	type point struct {
 		x features
 		y float64
@@ -172,6 +214,30 @@ func FitPrior(measured optimizer.Throughputs) *Prior {
 	sort.Ints(p.workers)
 	for w, xs := range ups {
 		p.speedup[w] = math.Exp(median(xs))
+	}
+	// Every pair of types' ratios, once: oneGPU asks for them per model,
+	// anchor and target.
+	for jt, byType := range measured {
+		for from, a := range byType {
+			for to, b := range byType {
+				if from == to || a[1] <= 0 || b[1] <= 0 {
+					continue
+				}
+				k := [2]string{from, to}
+				pr := p.ratios[k]
+				if pr == nil {
+					pr = &pairRatios{byModel: map[string]float64{}}
+					p.ratios[k] = pr
+				}
+				pr.byModel[jt] = math.Log(b[1] / a[1])
+			}
+		}
+	}
+	for _, pr := range p.ratios {
+		for _, x := range pr.byModel {
+			pr.sorted = append(pr.sorted, x)
+		}
+		sort.Float64s(pr.sorted)
 	}
 	return p
 }
@@ -302,20 +368,12 @@ func (p *Prior) oneGPU(jobType, gpuType string) (float64, bool) {
 // ratio is the cross-model median log speed ratio to/from at 1 GPU over
 // the models other than jobType measured on both.
 func (p *Prior) ratio(jobType, from, to string) (float64, bool) {
-	var ds []float64
-	for k, byType := range p.measured {
-		if k == jobType {
-			continue
-		}
-		a, b := byType[from][1], byType[to][1]
-		if a > 0 && b > 0 {
-			ds = append(ds, math.Log(b/a))
-		}
-	}
-	if len(ds) < priorMinRatioModels {
+	pr := p.ratios[[2]string{from, to}]
+	if pr == nil {
 		return 0, false
 	}
-	return median(ds), true
+	m, n := pr.medianWithout(jobType)
+	return m, n >= priorMinRatioModels
 }
 
 // modelSpeedup is a model's median k-GPU speed-up over its measured types.
@@ -390,6 +448,12 @@ func (p *Prior) Model(jobType string, gpuTypes []string) map[string]map[int]floa
 // worker count, the median in log of the known models' rates (measured or
 // prior).
 func (p *Prior) medianModel(gpuTypes []string) map[string]map[int]float64 {
+	key := strings.Join(gpuTypes, "\x00")
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if m, ok := p.medians[key]; ok {
+		return cloneRow(m)
+	}
 	logs := map[string]map[int][]float64{}
 	for _, jt := range p.measured.JobTypes() {
 		if !p.known(jt) {
@@ -411,6 +475,18 @@ func (p *Prior) medianModel(gpuTypes []string) map[string]map[int]float64 {
 		out[gt] = map[int]float64{}
 		for w, xs := range byW {
 			out[gt][w] = math.Exp(median(xs))
+		}
+	}
+	p.medians[key] = out
+	return cloneRow(out)
+}
+
+func cloneRow(m map[string]map[int]float64) map[string]map[int]float64 {
+	out := make(map[string]map[int]float64, len(m))
+	for gt, byW := range m {
+		out[gt] = make(map[int]float64, len(byW))
+		for w, r := range byW {
+			out[gt][w] = r
 		}
 	}
 	return out
@@ -439,7 +515,8 @@ func WithPrior(measured optimizer.Throughputs, gpuTypes []string) optimizer.Thro
 // PriorForModel returns the rates of jobType on gpuTypes as WithPrior would
 // fill them, for a model measured may or may not know: a known model gets
 // its measured rates and the prior elsewhere, an unknown one the median
-// model.
+// model. It fits the prior on every call; for many models, FitPrior once
+// and call Prior.Model.
 func PriorForModel(measured optimizer.Throughputs, jobType string, gpuTypes []string) map[string]map[int]float64 {
 	return FitPrior(measured).Model(jobType, gpuTypes)
 }
