@@ -9,7 +9,8 @@
 //
 //   - imported: a published matrix, by default Gavel's
 //     simulation_throughputs.json (embedded, see Default), loaded when the
-//     database is created or with ImportGavel.
+//     database is created (WithSeedMatrix picks another) or with
+//     ImportGavel.
 //   - learned: a running mean of the rates the daemon observes on this
 //     cluster, updated by RecordObservation.
 //   - measured: a value an administrator set by hand with Set.
@@ -31,14 +32,28 @@
 // that it becomes an exponentially weighted mean with weight 1/W, so the
 // estimate follows drift (driver upgrades, throttling) instead of freezing.
 //
+// # Matrices, the catalogue and the prior
+//
+// Matrix resolves a matrix by name, the one resolver every command and the
+// daemon use: "gavel" (Default), "lambda" (Lambda, Lambda's fp32 PyTorch
+// benchmark of 11 current GPU types, converted by ParseLambda), "lambda-fp16"
+// or a file in Gavel's format. Catalog is the GPU catalogue (catalog.csv:
+// tensor and FP32 TFLOPS, memory, bandwidth and the datasheet of every
+// canonical type). WithPrior fills every cell a matrix lacks from the
+// model's other rates and the catalogue's figures (prior.go documents the
+// rule; docs/prior.md its measured error, from LeaveOneTypeOut); it is a
+// pure function over a matrix, not a stored source.
+//
 // # GPU type names
 //
 // Canonical GPU types are short lowercase names (k80, v100, a100). Sites name
 // their GPUs in Slurm's GRES configuration however they like
 // ("tesla_v100-sxm2-32gb", "NVlink_A100_40GB"); the gpu_aliases table maps
 // such names to canonical types, and ResolveGPUType documents how a name is
-// looked up. A new database is seeded with a small table of common names
-// (DefaultAliases).
+// looked up. A new database is seeded with every catalogue type and the
+// names Slurm's AutoDetect=nvml and common gres.conf files give them
+// (DefaultAliases). An alias must point to a type the database or the
+// catalogue knows.
 //
 // # Schema
 //
