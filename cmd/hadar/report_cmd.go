@@ -26,7 +26,7 @@ func reportCommand() *cli.Command {
 			"The report is a small file in <spool>/progress/<jobid>.json, written atomically and\n" +
 			"owned by the job's user (hadar ignores a report owned by anyone else). The spool\n" +
 			"directory must be the daemon's spool_dir, on a filesystem the compute nodes share.\n" +
-			"In a job array task the job id is $SLURM_ARRAY_JOB_ID_$SLURM_ARRAY_TASK_ID (28_0), the\n" +
+			"In a job array task the job id is ${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID} (28_0), the\n" +
 			"id hadar knows the task by.\n\n" +
 			"With --follow FILE it is a sidecar instead: it follows the training log FILE (like\n" +
 			"tail -F: the file may not exist yet, and may be truncated or rotated), finds the step in\n" +
@@ -39,7 +39,7 @@ func reportCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.Float64Flag{Name: "steps", Usage: "training steps done so far, in total"},
 			&cli.Float64Flag{Name: "total", Usage: "training steps the job will do in all, if known"},
-			&cli.StringFlag{Name: "job", Usage: "job id (default: $SLURM_ARRAY_JOB_ID_$SLURM_ARRAY_TASK_ID in an array task, else $SLURM_JOB_ID)"},
+			&cli.StringFlag{Name: "job", Usage: "job id (default: ${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID} in an array task, else $SLURM_JOB_ID)"},
 			&cli.StringFlag{Name: "spool", EnvVars: []string{"HADAR_SPOOL"}, Value: bridge.DefaultSpoolDir, Usage: "hadar-slurmd's spool directory"},
 			&cli.StringFlag{Name: "follow", Usage: "follow this log `FILE` and report the steps it shows, until stopped"},
 			&cli.StringFlag{Name: "pattern", Usage: "with --follow: a `REGEX` whose group \"step\" (or first group) is the step and \"total\" (or second) the total; default: tqdm and step N/M lines"},
