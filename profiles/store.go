@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -36,6 +37,10 @@ const (
 	SourceLearned Source = "learned"
 	// SourceMeasured is a value an administrator set.
 	SourceMeasured Source = "measured"
+	// SourcePrior is the prior's estimate for a cell with no stored value
+	// in use (see WithPrior). It is computed, never stored: ListWithPrior
+	// shows it.
+	SourcePrior Source = "prior"
 )
 
 // Row is one stored throughput: one source's value for one cell.
@@ -454,6 +459,63 @@ func (s *Store) List(ctx context.Context) ([]Row, error) {
 		return nil, fmt.Errorf("list throughputs: %w", err)
 	}
 	return rows, nil
+}
+
+// ListWithPrior returns List's rows plus, for every cell of the stored job
+// types on every GPU type of the database that has no value in use, the
+// prior's (Source SourcePrior, InUse true, UpdatedAt zero): the matrix the
+// daemon plans with, every value labelled with where it comes from.
+func (s *Store) ListWithPrior(ctx context.Context) ([]Row, error) {
+	rows, err := s.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	types, err := s.GPUTypes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return PriorRows(rows, types), nil
+}
+
+// PriorRows adds to rows (as List returns them) a SourcePrior row for every
+// cell of rows' job types on gpuTypes that no row in use has, keeping List's
+// order (job type, GPU type, workers, source).
+func PriorRows(rows []Row, gpuTypes []string) []Row {
+	measured := optimizer.Throughputs{}
+	for _, r := range rows {
+		if r.InUse {
+			measured.Set(r.JobType, r.GPUType, r.Workers, r.StepsPerSecond)
+		}
+	}
+	p := FitPrior(measured)
+	out := append([]Row(nil), rows...)
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if seen[r.JobType] {
+			continue
+		}
+		seen[r.JobType] = true
+		for gt, byW := range p.Model(r.JobType, gpuTypes) {
+			for w, x := range byW {
+				if _, ok := measured[r.JobType][gt][w]; !ok {
+					out = append(out, Row{JobType: r.JobType, GPUType: gt, Workers: w, StepsPerSecond: x, Source: SourcePrior, InUse: true})
+				}
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		switch {
+		case a.JobType != b.JobType:
+			return a.JobType < b.JobType
+		case a.GPUType != b.GPUType:
+			return a.GPUType < b.GPUType
+		case a.Workers != b.Workers:
+			return a.Workers < b.Workers
+		}
+		return a.Source < b.Source
+	})
+	return out
 }
 
 // Show returns the rows of one job type as List does. An unknown job type

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -685,5 +686,59 @@ func TestOpenWithSeedMatrix(t *testing.T) {
 	defer s.Close()
 	if got, err = s.Throughputs(ctx); err != nil || got["resnet50"] == nil || got["ResNet-50 (batch size 64)"] != nil {
 		t.Errorf("reopened with another seed: %d job types, err %v; want Lambda's only", len(got), err)
+	}
+}
+
+func TestListWithPrior(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "hadar.db"), WithSeedMatrix(Lambda()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// Measured: resnet50 does not fit an l4 (say); learned values count as
+	// stored once in use.
+	if err := s.Set(ctx, "resnet50", "l4", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.ListWithPrior(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := s.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prior := 0
+	inUse := map[Cell]Source{}
+	for _, r := range rows {
+		c := Cell{r.JobType, r.GPUType, r.Workers}
+		if r.InUse {
+			if src, dup := inUse[c]; dup {
+				t.Errorf("%v: two values in use (%s, %s)", c, src, r.Source)
+			}
+			inUse[c] = r.Source
+		}
+		if r.Source == SourcePrior {
+			prior++
+			if !r.InUse || r.StepsPerSecond <= 0 || !r.UpdatedAt.IsZero() {
+				t.Errorf("prior row %+v", r)
+			}
+		}
+	}
+	types := len(CatalogTypes())
+	// Every cell of 10 models on every type at 1-8 GPUs, less Lambda's 300
+	// and the l4 column of resnet50 (0 at 1 GPU: none at 2-8 either).
+	if want := 10*types*4 - 300 - 4; prior != want || len(rows) != len(stored)+prior {
+		t.Errorf("%d prior rows (of %d), want %d", prior, len(rows), want)
+	}
+	if inUse[Cell{"resnet50", "l4", 1}] != SourceMeasured || inUse[Cell{"resnet50", "l40s", 1}] != SourcePrior || inUse[Cell{"resnet50", "h100", 8}] != SourceImported {
+		t.Errorf("sources in use: l4 %s, l40s %s, 8 x h100 %s", inUse[Cell{"resnet50", "l4", 1}], inUse[Cell{"resnet50", "l40s", 1}], inUse[Cell{"resnet50", "h100", 8}])
+	}
+	if !sort.SliceIsSorted(rows, func(i, j int) bool {
+		a, b := rows[i], rows[j]
+		return a.JobType < b.JobType || a.JobType == b.JobType && (a.GPUType < b.GPUType || a.GPUType == b.GPUType && a.Workers < b.Workers)
+	}) {
+		t.Error("rows not in List's order")
 	}
 }

@@ -81,13 +81,18 @@ func profilesCommand() *cli.Command {
 					jsonFlag(),
 					&cli.BoolFlag{Name: "in-use", Usage: "only the values the scheduler uses"},
 					&cli.StringFlag{Name: "gpu-type", Usage: "only this GPU `TYPE` (canonical name or alias)"},
+					priorFlag(),
 				},
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 0 {
 						return profilesUsage(c, "takes no arguments")
 					}
 					return withProfilesStore(c, func(s *profiles.Store) error {
-						rows, err := s.List(c.Context)
+						list := s.List
+						if c.Bool("prior") {
+							list = s.ListWithPrior
+						}
+						rows, err := list(c.Context)
 						if err != nil {
 							return err
 						}
@@ -111,7 +116,7 @@ func profilesCommand() *cli.Command {
 				Name:      "show",
 				Usage:     "show every stored rate of one job type, with its source and age",
 				ArgsUsage: "JOBTYPE",
-				Flags:     []cli.Flag{profilesDBFlag(), jsonFlag()},
+				Flags:     []cli.Flag{profilesDBFlag(), jsonFlag(), priorFlag()},
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
 						return profilesUsage(c, "want one JOBTYPE argument (quote it: 'ResNet-18 (batch size 128)')")
@@ -123,6 +128,18 @@ func profilesCommand() *cli.Command {
 						}
 						if err != nil {
 							return err
+						}
+						if c.Bool("prior") && len(rows) > 0 {
+							all, err := s.ListWithPrior(c.Context)
+							if err != nil {
+								return err
+							}
+							rows = rows[:0]
+							for _, r := range all {
+								if r.JobType == strings.TrimSpace(c.Args().First()) {
+									rows = append(rows, r)
+								}
+							}
 						}
 						return printProfileRows(c.App.Writer, rows, c.Bool("json"), true)
 					})
@@ -253,6 +270,11 @@ func profilesCommand() *cli.Command {
 	}
 }
 
+// priorFlag is --prior of list and show.
+func priorFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "prior", Usage: "add the prior's rate (source prior) for every cell with no value in use, on every GPU type of the database (docs/prior.md)"}
+}
+
 // profilesDBFlag is --db. Every profiles subcommand takes it, so it may go
 // before or after the subcommand name; see profilesDBPath.
 func profilesDBFlag() cli.Flag {
@@ -349,7 +371,11 @@ func printProfileRows(w io.Writer, rows []profiles.Row, asJSON, withTime bool) e
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%.3f\t%s\t%d\t%s", r.JobType, r.GPUType, r.Workers, r.StepsPerSecond, r.Source, r.Samples, mark)
 		if withTime {
-			fmt.Fprintf(tw, "\t%s", r.UpdatedAt.Local().Format(time.DateTime))
+			at := "-" // a prior value is computed, not stored
+			if !r.UpdatedAt.IsZero() {
+				at = r.UpdatedAt.Local().Format(time.DateTime)
+			}
+			fmt.Fprintf(tw, "\t%s", at)
 		}
 		fmt.Fprintln(tw)
 	}

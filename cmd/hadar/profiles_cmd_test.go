@@ -163,6 +163,18 @@ func TestProfilesImportMatrix(t *testing.T) {
 	if len(rows) != 40 || rows[0].GPUType != "h100" || rows[0].Source != profiles.SourceImported {
 		t.Errorf("h100 rows after importing lambda: %d, first %+v", len(rows), rows[0])
 	}
+	// --prior adds the cells nobody measured, labelled prior.
+	rows = decodeRows(t, mustRun(t, "--db", db, "show", "--json", "--prior", "resnet50"))
+	bySource := map[profiles.Source]int{}
+	for _, r := range rows {
+		bySource[r.Source]++
+	}
+	if bySource[profiles.SourceImported] != 30 || bySource[profiles.SourcePrior] == 0 {
+		t.Errorf("show --prior resnet50: rows by source %v", bySource)
+	}
+	if text := mustRun(t, "--db", db, "list", "--prior", "--gpu-type", "l40s"); !strings.Contains(text, "prior") {
+		t.Errorf("list --prior --gpu-type l40s:\n%s", text)
+	}
 }
 
 func TestProfilesPriorErrorAndGPUs(t *testing.T) {
