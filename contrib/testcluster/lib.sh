@@ -70,13 +70,32 @@ tc_alive() {
 	[[ ${st:0:1} != Z ]]
 }
 
-# tc_proc_is PID COMM: true when PID is alive and its /proc/PID/comm is COMM.
+# tc_proc_is PID COMM: true when PID is alive and its /proc/PID/comm is COMM. For slurmctld
+# and slurmd, COMM-wlm counts too: Slurm 24.11 re-executes itself in place on `scontrol
+# reconfigure`, same pid, under Debian's real binary name (slurmctld-wlm, slurmd-wlm).
 tc_proc_is() {
 	local pid=$1 comm=$2 c
 	[[ $pid =~ ^[0-9]+$ ]] || return 1
 	tc_alive "$pid" || return 1
 	read -r c 2>/dev/null <"/proc/$pid/comm" || return 1
-	[[ $c == "$comm" ]]
+	[[ $c == "$comm" ]] && return 0
+	[[ ($comm == slurmctld || $comm == slurmd) && $c == "$comm-wlm" ]]
+}
+
+# tc_slurm_daemons_running: true when any slurmctld or slurmd (either name) runs on this
+# host (in this pid namespace).
+tc_slurm_daemons_running() { pgrep -x 'slurm(ctld|d)(-wlm)?' >/dev/null; }
+
+# tc_slurm_version: the installed Slurm's MAJOR.MINOR (e.g. 22.05, 24.11), from `slurmd -V`
+# ("slurm 22.05.8", "slurm-wlm 24.11.5"); $HADAR_SLURM_VERSION overrides.
+tc_slurm_version() {
+	local v=${HADAR_SLURM_VERSION:-}
+	if [[ -z $v ]]; then
+		v=$(slurmd -V 2>/dev/null) || v=$(sinfo -V 2>/dev/null) || return 1
+		v=${v##* }
+	fi
+	[[ $v =~ ^([0-9]+)\.([0-9]+) ]] || return 1
+	printf '%s.%s\n' "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}"
 }
 
 # tc_pidfile_alive FILE COMM: prints the pid of FILE when that process is alive as COMM.

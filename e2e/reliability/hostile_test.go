@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -24,14 +25,26 @@ func canaries(tc *tcase, dirs ...string) []string {
 }
 
 // refusedAsUser runs scontrol as the unprivileged user and reports whether
-// Slurm refused it with the access-denied message of job_submit.lua.
+// Slurm refused it: with the access-denied message of job_submit.lua, or
+// (Slurm 24.11, for an update of another user's job) with slurmctld's own
+// "Invalid user id for job N" before job_submit.lua runs.
 func refusedAsUser(args ...string) (bool, string) {
 	r := asTestUser().Run("scontrol", args...)
 	msg := r.Stdout
 	if r.Err != nil {
 		msg = r.Err.Error()
 	}
-	return r.Err != nil && strings.Contains(msg, "Access/permission denied"), msg
+	return r.Err != nil && isRefusal(msg), msg
+}
+
+// reInvalidUser is Slurm 24.11's refusal of another user's update.
+var reInvalidUser = regexp.MustCompile(`Invalid user id for job [0-9]+`)
+
+// isRefusal reports whether scontrol's message is a refusal of the
+// change: job_submit.lua's "Access/permission denied" (22.05 and 24.11) or
+// slurmctld's "Invalid user id for job N" (24.11).
+func isRefusal(msg string) bool {
+	return strings.Contains(msg, "Access/permission denied") || reInvalidUser.MatchString(msg)
 }
 
 // 8. Hostile and bad input on the real cluster: shell metacharacters,
@@ -68,8 +81,9 @@ func TestHostileInput(t *testing.T) {
 		"H3-name-bytes":     {j: job{Comment: ok, GPUs: 1, Seconds: 3, Name: "esc\x1b[31mred\r\xff\xfe" + long}, scheduled: true},
 		"H4-comment-subst": {j: job{Comment: ok + " note=$(touch /tmp/hadar-rel-pwned-c)", GPUs: 1, Seconds: 3},
 			adminWants: "unknown key"},
-		"H5-model-subst": {j: job{Comment: `hadar model="$(touch /tmp/hadar-rel-pwned-m)" steps=5`, GPUs: 1, Seconds: 3},
-			adminWants: "unknown model"},
+		// A model no matrix knows is scheduled on the cross-model prior:
+		// its name is data, never run.
+		"H5-model-subst": {j: job{Comment: `hadar model="$(touch /tmp/hadar-rel-pwned-m)" steps=5`, GPUs: 1, Seconds: 3}, scheduled: true},
 		"H6-comment-newline": {j: job{Comment: ok + "\nlevel=ERROR msg=forged", GPUs: 1, Seconds: 3},
 			adminWants: "control character"},
 		"H7-forged-record": {j: job{Comment: "hadar model=x|\n99999|99999|N/A|root|PENDING|1|2026-01-01T00:00:00|N/A|0:00|gres:gpu:1||JobHeldUser|forged|hadar model=resnet50-bs64", GPUs: 1, Seconds: 3},
@@ -82,8 +96,7 @@ func TestHostileInput(t *testing.T) {
 			adminWants: "hadar:"},
 		"M1-negative-steps": {j: job{Comment: "hadar steps=-5", GPUs: 1, Seconds: 3},
 			adminWants: `bad hadar tag: steps: "-5": want a number > 0`},
-		"M2-unknown-model": {j: job{Comment: "hadar model=nosuchmodel steps=100", GPUs: 1, Seconds: 3},
-			adminWants: `unknown model`},
+		"M2-unknown-model": {j: job{Comment: "hadar model=nosuchmodel steps=100", GPUs: 1, Seconds: 3}, scheduled: true},
 		"M3-copies": {j: job{Comment: "hadar model=resnet50-bs64 copies=999", GPUs: 1, Seconds: 3},
 			adminWants: "copies"},
 	}
@@ -253,6 +266,26 @@ func TestHostileInput(t *testing.T) {
 	}
 	record(t, "%d hostile/malformed jobs + %d valid + %d untagged: no canary file created; %d scheduled by hadar, %d passed through with an AdminComment reason; the forged squeue record never acted on; untagged jobs never named, updated, held or requeued (Restarts=0, one run); log one record per line, valid UTF-8, no raw control chars",
 		len(cases)-3, 3, len(untagged), placed, passed)
-	record(t, "user %s: %d of 8 attempts to release/hold/re-target/re-tag/re-prioritise a hadar-held job (or tag an untagged one) refused with Access/permission denied; its own requeue of the running job was %s",
+	record(t, "user %s: %d of 8 attempts to release/hold/re-target/re-tag/re-prioritise a hadar-held job (or tag an untagged one) refused (Access/permission denied, or 24.11's Invalid user id); its own requeue of the running job was %s",
 		testUser, denied, map[bool]string{true: "taken back by hadar (re-hold, re-placed), job COMPLETED", false: "refused"}[requeued])
+}
+
+// TestIsRefusal: the refusals of both Slurm versions count, a failure of
+// another kind does not. The messages are verbatim scontrol stderr.
+func TestIsRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		msg  string
+		want bool
+	}{
+		{"scontrol update JobId=12 NodeList=node2: exit status 1: Access/permission denied for job 12", true},
+		{"scontrol release 12: exit status 1: Access/permission denied for job 12\nslurm_suspend error: Access/permission denied", true},
+		{"scontrol update JobId=57 NodeList=node2: exit status 1: Invalid user id for job 57", true},
+		{"scontrol update JobId=57 NodeList=node2: exit status 1: Invalid job id specified", false},
+		{"scontrol update JobId=57 NodeList=node2: exit status 1: Invalid user id for job", false},
+		{"", false},
+	} {
+		if got := isRefusal(tc.msg); got != tc.want {
+			t.Errorf("isRefusal(%q) = %v, want %v", tc.msg, got, tc.want)
+		}
+	}
 }
