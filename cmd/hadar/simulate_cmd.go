@@ -44,6 +44,7 @@ func simulateCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "trace", Usage: "trace file, or gavel:NAME for an embedded Gavel trace (default: a generated trace)"},
 			throughputsFlag(),
+			&cli.BoolFlag{Name: "prior", Usage: "fill the cells --throughputs lacks on the --cluster types with the prior (docs/prior.md), so a type no matrix measured (l40s, b200, ...) runs jobs at its predicted rates"},
 			&cli.StringFlag{Name: "cluster", Value: "v100=36,p100=36,k80=36", Usage: "GPUs per type, TYPE=N,..."},
 			&cli.IntFlag{Name: "gpus-per-node", Value: 4, Usage: "GPUs per simulated node (one GPU type per node)"},
 			&cli.DurationFlag{Name: "round", Value: 360 * time.Second, Usage: "round length"},
@@ -77,6 +78,13 @@ func runSimulate(c *cli.Context) error {
 	gpus, err := parseCluster(c.String("cluster"))
 	if err != nil {
 		return err
+	}
+	if c.Bool("prior") {
+		types := thr.GPUTypes()
+		for gt := range gpus {
+			types = append(types, gt)
+		}
+		thr = profiles.WithPrior(thr, types)
 	}
 	if c.Int("gpus-per-node") < 1 {
 		return fmt.Errorf("--gpus-per-node must be at least 1, got %d", c.Int("gpus-per-node"))

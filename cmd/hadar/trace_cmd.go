@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hadar-sched/hadar/profiles"
 	"github.com/hadar-sched/hadar/sim"
 )
 
@@ -43,6 +44,7 @@ func traceCommand() *cli.Command {
 					&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output file (default: stdout)"},
 					throughputsFlag(),
 					referenceFlag(),
+					&cli.BoolFlag{Name: "prior", Usage: "fill the cells --throughputs lacks with the prior (docs/prior.md), e.g. for a --reference-type no matrix measured"},
 				},
 				Action: runTraceGenerate,
 			},
@@ -64,6 +66,9 @@ func runTraceGenerate(c *cli.Context) error {
 	thr, err := loadThroughputs(c.String("throughputs"))
 	if err != nil {
 		return err
+	}
+	if c.Bool("prior") {
+		thr = profiles.WithPrior(thr, append(thr.GPUTypes(), c.String("reference-type")))
 	}
 	jobs, err := sim.Generate(sim.GenerateOptions{
 		Jobs:          c.Int("jobs"),

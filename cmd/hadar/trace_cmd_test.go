@@ -212,3 +212,26 @@ func TestTraceGenerateLambda(t *testing.T) {
 		t.Errorf("unknown matrix: %v", err)
 	}
 }
+
+// No matrix measured an l40s: with --prior the trace's durations are the
+// prior's rates there.
+func TestTraceGeneratePrior(t *testing.T) {
+	args := []string{"generate", "--throughputs", "lambda", "--reference-type", "l40s", "--multi-gpu", "--jobs", "50"}
+	if _, _, err := runTraceCLI(t, args...); err == nil || !strings.Contains(err.Error(), `"l40s"`) {
+		t.Fatalf("without --prior: %v; want no rates on l40s", err)
+	}
+	stdout, _, err := runTraceCLI(t, append(args, "--prior")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := sim.ParseTrace(strings.NewReader(stdout), "stdout")
+	if err != nil || len(jobs) != 50 {
+		t.Fatalf("%d jobs, %v", len(jobs), err)
+	}
+	filled := profiles.WithPrior(profiles.Lambda(), []string{"l40s"})
+	for _, j := range jobs {
+		if filled[j.JobType]["l40s"][j.ScaleFactor] <= 0 {
+			t.Errorf("job %+v: no prior rate on %d x l40s", j, j.ScaleFactor)
+		}
+	}
+}
