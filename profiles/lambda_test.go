@@ -117,9 +117,6 @@ func TestMatrix(t *testing.T) {
 				if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), "gavel, lambda, lambda-fp16") {
 					t.Fatalf("Matrix(%q) error = %v; want %v listing the names", tc.name, err, tc.wantErr)
 				}
-				if CheckMatrix(tc.name) == nil {
-					t.Errorf("CheckMatrix(%q) = nil; want an error", tc.name)
-				}
 				return
 			}
 			if err != nil {
@@ -127,9 +124,6 @@ func TestMatrix(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want(), got); diff != "" {
 				t.Errorf("Matrix(%q) (-want +got):\n%s", tc.name, diff)
-			}
-			if err := CheckMatrix(tc.name); err != nil {
-				t.Errorf("CheckMatrix(%q) = %v", tc.name, err)
 			}
 		})
 	}

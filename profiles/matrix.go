@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"strings"
 
 	"github.com/hadar-sched/hadar/optimizer"
@@ -59,23 +58,3 @@ func IsBuiltinMatrix(name string) bool {
 	_, ok := builtinMatrices[strings.TrimSpace(name)]
 	return ok || strings.TrimSpace(name) == ""
 }
-
-// statMatrix checks that name is a built-in matrix or an existing regular
-// file, without parsing it (for config validation).
-func statMatrix(name string) error {
-	if IsBuiltinMatrix(name) {
-		return nil
-	}
-	st, err := os.Stat(name)
-	if err != nil {
-		return fmt.Errorf("%w %q: not one of %s, and %w", ErrUnknownMatrix, name, strings.Join(MatrixNames(), ", "), err)
-	}
-	if !st.Mode().IsRegular() {
-		return fmt.Errorf("%w %q: not a regular file", ErrUnknownMatrix, name)
-	}
-	return nil
-}
-
-// CheckMatrix reports whether Matrix(name) would find a matrix: a built-in
-// name, or an existing regular file (not parsed).
-func CheckMatrix(name string) error { return statMatrix(name) }
