@@ -97,6 +97,35 @@ func DefaultAliases() []Alias {
 	}
 }
 
+// ResolveDefault maps a GPU type name to a canonical type with no database:
+// the lookups of ResolveGPUType over DefaultAliases and the catalogue's
+// types (and the extra canonical types given, e.g. a matrix's), for
+// commands that run on an embedded matrix.
+func ResolveDefault(name string, extra ...string) (string, error) {
+	name = strings.TrimSpace(name)
+	types := append(CatalogTypes(), extra...)
+	for _, a := range DefaultAliases() {
+		if a.Site == name {
+			return a.GPUType, nil
+		}
+	}
+	for _, t := range types {
+		if strings.EqualFold(t, name) {
+			return t, nil
+		}
+	}
+	for _, a := range DefaultAliases() {
+		if strings.EqualFold(a.Site, name) {
+			return a.GPUType, nil
+		}
+	}
+	gt, err := matchGPUType(name, types)
+	if err != nil {
+		return "", fmt.Errorf("resolve GPU type %q: %w", name, err)
+	}
+	return gt, nil
+}
+
 // Aliases returns every alias, sorted by site name.
 func (s *Store) Aliases(ctx context.Context) ([]Alias, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT site_name, gpu_type FROM gpu_aliases ORDER BY site_name`)

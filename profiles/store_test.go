@@ -742,3 +742,23 @@ func TestListWithPrior(t *testing.T) {
 		t.Error("rows not in List's order")
 	}
 }
+
+func TestResolveDefault(t *testing.T) {
+	tests := []struct {
+		name, want string
+		err        error
+	}{
+		{"nvidia_h100_80gb_hbm3", "h100", nil},
+		{"NVIDIA_L40S", "l40s", nil},
+		{"H100-PCIE", "h100-pcie", nil},
+		{"tesla_v100-pcie-8gb", "v100", nil}, // substring
+		{"gpu_x", "gpu_x", nil},              // an extra type
+		{"mi355x", "", ErrNotFound},
+	}
+	for _, tc := range tests {
+		got, err := ResolveDefault(tc.name, "gpu_x")
+		if got != tc.want || !errors.Is(err, tc.err) {
+			t.Errorf("ResolveDefault(%q) = %q, %v; want %q, %v", tc.name, got, err, tc.want, tc.err)
+		}
+	}
+}

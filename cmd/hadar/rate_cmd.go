@@ -32,12 +32,15 @@ func profilesRateCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			thr := profiles.Default()
 			gpuType := c.String("gpu-type")
-			if c.IsSet("throughputs") {
+			if c.IsSet("throughputs") || c.Bool("embedded") {
 				var err error
 				if thr, err = profiles.Matrix(c.String("throughputs")); err != nil {
 					return err
 				}
-			} else if !c.Bool("embedded") {
+				if gpuType, err = profiles.ResolveDefault(gpuType, thr.GPUTypes()...); err != nil {
+					return err
+				}
+			} else {
 				path, err := profilesDBPath(c)
 				if err != nil {
 					return err
