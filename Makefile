@@ -9,7 +9,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X main.version=$(VERSION)
 export CGO_ENABLED := 1
 
-.PHONY: all build test test-deps e2e unit-test bench demo demo-sim lint fmt fuzz test-reliability clean cluster-up cluster-down
+.PHONY: all build test test-deps e2e e2e-containers docker-images docker-up docker-down unit-test bench demo demo-sim lint fmt fuzz test-reliability clean cluster-up cluster-down
 
 all: build
 
@@ -72,6 +72,26 @@ fuzz:
 ## test-reliability: fault, load and hostile-input tests on a real Slurm test cluster (root; docs/reliability.md)
 test-reliability:
 	HADAR_E2E=1 $(GO) test -count=1 -timeout 20m ./e2e/reliability/
+
+## e2e-containers: the e2e suite and the cross-host fault tests on the container cluster
+## (contrib/docker, Slurm 24.11; images built from Debian's packages, cached), then down
+e2e-containers: build
+	GO=$(GO) contrib/ci/e2e-containers
+
+## docker-images: the base images of the container cluster (bookworm 22.05, trixie 24.11)
+docker-images:
+	contrib/docker/image bookworm
+	contrib/docker/image trixie
+
+## docker-up / docker-down: the container cluster (DOCKER_SUITE=trixie|bookworm) with
+## hadar-slurmd in its own container; `contrib/docker/cluster exec sinfo` to use it
+DOCKER_SUITE ?= trixie
+docker-up: build
+	HADAR_DOCKER_SUITE=$(DOCKER_SUITE) contrib/docker/cluster up
+	contrib/docker/cluster hadar-up
+
+docker-down:
+	contrib/docker/cluster down
 
 cluster-up:
 	contrib/testcluster/up

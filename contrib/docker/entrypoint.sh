@@ -1,94 +1,167 @@
 #!/usr/bin/env bash
-# Entry point of the dockerized hadar test cluster (see docs/docker.md).
+# Entry point of the container test cluster (see docs/docker.md). Every container runs the
+# same image (Debian + Slurm + munge, from contrib/docker/image) with the repository
+# mounted read-only at $HADAR_REPO and one volume shared by all at /shared, as a site's
+# shared filesystem:
+#   /shared/cluster   the cluster's state directory: slurm.conf, gres.conf, cgroup.conf
+#                     (24.11), job_submit.lua, state/, spool/<node>/, log/, dev/<node>/, jobs/
+#   /shared/munge     the munge key, created by slurmctld
+#   /shared/spool     hadar's spool (/var/spool/hadar on every host is a link to it)
+#   /shared/tmp       TMPDIR of the tests (their work directories, hadar's spool)
+#   /shared/bin       hadar and hadar-slurmd, copied there by contrib/docker/cluster up
+#                     (or, when missing, from $HADAR_REPO/bin by slurmctld)
 #
-# usage: hadar-docker-entrypoint slurmctld|slurmd|hadar-slurmd|COMMAND...
-#   slurmctld     render slurm.conf/gres.conf, create the munge key (shared volume), run slurmctld
-#   slurmd        render, wait for the key, create this node's fake GPUs, run slurmd -N $(hostname)
-#   hadar-slurmd  render, wait for the key and slurmctld, run hadar-slurmd
-#   anything else is run as is (after munged is started when the key exists)
+# usage: entrypoint.sh slurmctld|slurmd|hadar-slurmd|client
+#   slurmctld     render the config from contrib/testcluster/templates (render --mode docker),
+#                 create the munge key, run slurmctld in the foreground
+#   slurmd        wait for the config and key, create this node's fake GPUs, run
+#                 slurmd -N $(hostname) in the foreground
+#   hadar-slurmd  wait for slurmctld, run hadar-slurmd with the example config (state in
+#                 /var/lib/hadar), or $HADAR_DOCKER_CONFIG;
+#                 HADAR_DOCKER_ARGS are added
+#   client        a login host: munged, then sleep (tests and users `docker exec` here)
 #
-# Environment: HADAR_CLUSTER_LAYOUT (default demo: the compose file's nodes must match it).
+# Environment: HADAR_CLUSTER_LAYOUT (default demo), HADAR_CLUSTER_PORT (slurmctld's port,
+# default 17000), HADAR_SLURMD_TIMEOUT (default 300), HADAR_REPO (default /hadar), HADAR_TEST_UID (uid of the test user
+# hadartest on every host, default 1001).
 set -euo pipefail
 
 role=${1:-slurmd}
 layout=${HADAR_CLUSTER_LAYOUT:-demo}
-state=/var/lib/hadar-cluster   # per container, as the native cluster's state dir
-conf=/etc/slurm
+repo=${HADAR_REPO:-/hadar}
+dir=/shared/cluster
 key=/shared/munge/munge.key
+conf=$dir/slurm.conf
+export SLURM_CONF=$conf
 
-log() { printf 'hadar-docker[%s]: %s\n' "$role" "$*" >&2; }
+log() { printf 'hadar-docker[%s %s]: %s\n' "$role" "$(hostname)" "$*" >&2; }
 
-render() {
-	mkdir -p "$conf" "$state"/{state,run,log,jobs} "$state/spool/$(hostname)"
-	/opt/hadar/testcluster/render --mode docker --layout "$layout" --dir "$state" --out "$conf"
-	cp /opt/hadar/job_submit.lua "$conf/job_submit.lua"
-	chmod 0644 "$conf/slurm.conf" "$conf/gres.conf" "$conf/job_submit.lua"
+# wait_for WHAT SECONDS CMD...: poll CMD every 0.2 s
+wait_for() {
+	local what=$1 secs=$2 i
+	shift 2
+	for ((i = 0; i < secs * 5; i++)); do
+		"$@" && return 0
+		((i == 0)) && log "waiting for $what"
+		sleep 0.2
+	done
+	log "no $what after ${secs}s"
+	return 1
 }
 
-# munge: slurmctld creates the key in the shared volume, every container copies it.
+# The test user exists on every host with one uid, as on a site (jobs run as it on the
+# nodes; slurmstepd looks it up there).
+users() {
+	local uid=${HADAR_TEST_UID:-1001}
+	id hadartest >/dev/null 2>&1 ||
+		useradd --uid "$uid" --no-create-home --shell /usr/sbin/nologin hadartest
+}
+
 start_munged() {
-	if [[ $role == slurmctld && ! -s $key ]]; then
-		mkdir -p "$(dirname "$key")"
-		mungekey --create --keyfile "$key.tmp" --force
-		mv -f "$key.tmp" "$key"
-	fi
-	local i
-	for ((i = 0; i < 120; i++)); do
-		[[ -s $key ]] && break
-		((i == 0)) && log "waiting for the munge key from slurmctld"
-		sleep 0.5
-	done
-	[[ -s $key ]] || { log "no munge key in $key"; exit 1; }
+	wait_for "the munge key in $key" 60 test -s "$key"
 	install -o munge -g munge -m 0400 "$key" /etc/munge/munge.key
 	install -d -o munge -g munge -m 0755 /run/munge
+	rm -f /run/munge/munged.pid
 	runuser -u munge -- /usr/sbin/munged --force
+	wait_for "munged" 10 sh -c 'munge -n | unmunge >/dev/null 2>&1'
+}
+
+render() {
+	mkdir -p "$dir"/{state,run,log,jobs} /shared/tmp /shared/spool
+	chmod 0755 /shared "$dir"
+	chmod 1777 "$dir/jobs" /shared/tmp /shared/spool
+	"$repo/contrib/testcluster/render" --mode docker --layout "$layout" --dir "$dir" --out "$dir" \
+		--slurmd-timeout "${HADAR_SLURMD_TIMEOUT:-300}"
+	cp -f "$repo/contrib/slurm/job_submit.lua" "$dir/job_submit.lua.tmp"
+	mv -f "$dir/job_submit.lua.tmp" "$dir/job_submit.lua"
+	local lf=$layout
+	[[ -f $lf ]] || lf=$repo/contrib/testcluster/layouts/$layout.layout
+	cp -f "$lf" "$dir/layout.tmp"
+	mv -f "$dir/layout.tmp" "$dir/layout"
+	chmod 0644 "$dir"/*.conf "$dir/job_submit.lua" "$dir/layout"
+	# Clients find the cluster as on the native one: <dir>/env; contrib/testcluster/up and
+	# down (run by the demo and the tests on the login host) leave a cluster marked
+	# external alone
+	printf 'export SLURM_CONF=%s\n' "$conf" >"$dir/env"
+	printf 'contrib/docker (the container cluster)\n' >"$dir/external"
 }
 
 # fake_gpus NODE: /dev/null symlinks for the File= lines of gres.conf.
 fake_gpus() {
-	local node=$1 n
-	n=$(awk -v node="$node" '$1 == "NodeName="node { sub(/.*nvidia\[?/, ""); sub(/\]$/, ""); split($0, r, "-"); last = (r[2] == "" ? r[1] : r[2]); if (last + 1 > max) max = last + 1 } END { print max + 0 }' \
-		"$conf/gres.conf")
-	mkdir -p "$state/dev/$node"
-	for ((i = 0; i < n; i++)); do ln -sfn /dev/null "$state/dev/$node/nvidia$i"; done
+	local node=$1 n i
+	n=$(awk -v node="$node" '$1 == "NodeName="node { f = $0; sub(/.*nvidia\[?/, "", f); sub(/\]$/, "", f); split(f, r, "-"); last = (r[2] == "" ? r[1] : r[2]); if (last + 1 > max) max = last + 1 } END { print max + 0 }' \
+		"$dir/gres.conf")
+	mkdir -p "$dir/dev/$node" "$dir/spool/$node"
+	for ((i = 0; i < n; i++)); do ln -sfn /dev/null "$dir/dev/$node/nvidia$i"; done
 }
 
+ctld_up() { scontrol ping 2>/dev/null | grep -q ' is UP'; }
+
+# hadar's default spool (/var/spool/hadar, where `hadar report` in a job writes) is the
+# shared one on every host, as a site shares it between the nodes and hadar-slurmd.
+shared_spool() {
+	mkdir -p /shared/spool /var/spool
+	chmod 1777 /shared/spool
+	if [[ ! -L /var/spool/hadar ]]; then
+		rm -rf /var/spool/hadar
+		ln -s /shared/spool /var/spool/hadar
+	fi
+}
+
+users
+shared_spool
 case $role in
 slurmctld)
+	if [[ ! -s $key ]]; then
+		mkdir -p "$(dirname "$key")"
+		mungekey --create --keyfile "$key.tmp" --force
+		mv -f "$key.tmp" "$key"
+	fi
 	render
+	# hadar's binaries for every host: contrib/docker/cluster copies a snapshot; under
+	# Compose, the tree's bin/ (make build) is copied here
+	if [[ ! -x /shared/bin/hadar-slurmd && -x $repo/bin/hadar-slurmd ]]; then
+		mkdir -p /shared/bin
+		cp -f "$repo/bin/hadar" "$repo/bin/hadar-slurmd" /shared/bin/
+	fi
 	start_munged
-	touch "$state/log/slurmctld.log"
-	tail -n +1 -F "$state/log/slurmctld.log" &
-	exec slurmctld -D -f "$conf/slurm.conf"
+	# -D: in the foreground, so the container is the daemon; state kept across restarts
+	exec slurmctld -D -f "$conf"
 	;;
 slurmd)
 	node=$(hostname)
-	render
-	grep -q "^NodeName=$node " "$conf/slurm.conf" || { log "node $node is not in layout $layout"; exit 1; }
+	wait_for "$conf" 60 test -s "$conf"
+	grep -q "^NodeName=$node " "$conf" || { log "node $node is not in the layout"; exit 1; }
 	fake_gpus "$node"
 	start_munged
-	touch "$state/log/slurmd-$node.log"
-	tail -n +1 -F "$state/log/slurmd-$node.log" &
-	exec slurmd -D -f "$conf/slurm.conf" -N "$node"
+	exec slurmd -D -f "$conf" -N "$node"
 	;;
 hadar-slurmd)
-	render
+	wait_for "$conf" 60 test -s "$conf"
 	start_munged
-	# The example config with the metrics endpoint open to the host's port mapping.
-	sed 's/^listen = .*/listen = "0.0.0.0:9788"/' /etc/hadar/hadar.toml.example >/etc/hadar/hadar.toml
+	wait_for slurmctld 120 ctld_up
+	mkdir -p /etc/hadar /var/lib/hadar
+	# HADAR_DOCKER_CONFIG (a test's), else the example config (state in /var/lib/hadar,
+	# spool /var/spool/hadar = /shared/spool) with the metrics endpoint open on the
+	# container's network.
+	if [[ -n ${HADAR_DOCKER_CONFIG:-} ]]; then
+		# shellcheck disable=SC2086 # HADAR_DOCKER_ARGS is a list of flags
+		exec /shared/bin/hadar-slurmd --config "$HADAR_DOCKER_CONFIG" ${HADAR_DOCKER_ARGS:-}
+	fi
+	sed -e 's/^listen = .*/listen = "0.0.0.0:9788"/' \
+		-e 's|^data_dir = .*|data_dir = "/var/lib/hadar"|' \
+		"$repo/contrib/hadar.toml" >/etc/hadar/hadar.toml
 	chmod 0640 /etc/hadar/hadar.toml
-	mkdir -p /var/spool/hadar
-	for ((i = 0; i < 120; i++)); do
-		scontrol ping 2>/dev/null | grep -q ' is UP' && break
-		((i == 0)) && log "waiting for slurmctld"
-		sleep 1
-	done
-	shift || true
-	exec hadar-slurmd --config /etc/hadar/hadar.toml "$@"
+	# shellcheck disable=SC2086 # HADAR_DOCKER_ARGS is a list of flags
+	exec /shared/bin/hadar-slurmd --config /etc/hadar/hadar.toml ${HADAR_DOCKER_ARGS:-}
+	;;
+client)
+	wait_for "$conf" 60 test -s "$conf"
+	start_munged
+	exec sleep infinity
 	;;
 *)
-	render
-	[[ -s $key ]] && start_munged
-	exec "$@"
+	log "unknown role '$role' (slurmctld, slurmd, hadar-slurmd, client)"
+	exit 2
 	;;
 esac
