@@ -120,3 +120,22 @@ func query[T any](db *sql.DB, q string, scan func(*sql.Rows, *T) error) ([]T, er
 	}
 	return out, nil
 }
+
+// Progress returns what the state database holds of a job's progress:
+// whether it reported, and the steps of its latest report (ok is false if
+// the job has no row).
+func (s *StateDB) Progress(jobID string) (reported bool, steps float64, ok bool, err error) {
+	rows, err := s.db.Query(`SELECT reported, reported_steps FROM job_progress WHERE job_id = ?`, jobID)
+	if err != nil {
+		return false, 0, false, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return false, 0, false, rows.Err()
+	}
+	var r int
+	if err := rows.Scan(&r, &steps); err != nil {
+		return false, 0, false, err
+	}
+	return r != 0, steps, true, nil
+}
