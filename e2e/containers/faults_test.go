@@ -121,8 +121,12 @@ func TestNodeContainerKilled(t *testing.T) {
 	c.startHadar(t)
 	var ids []string
 	c.cancelOnCleanup(t, &ids)
-	tagged := c.tagged(t, 8, 60)
+	// The untagged jobs first, running before hadar plans: a race between
+	// Slurm starting them and hadar's first placement is not what these
+	// tests are about (see docs/reliability.md, bugs found).
 	untagged := c.untagged(t, 2, 60)
+	c.waitRunning(t, untagged, 60*time.Second)
+	tagged := c.tagged(t, 8, 60)
 	ids = append(append(ids, tagged...), untagged...)
 	q := c.waitRunning(t, ids, 90*time.Second)
 	node, victims := busiest(tagOnly(q, tagged))
@@ -155,8 +159,12 @@ func TestNodeCutOff(t *testing.T) {
 	c.startHadar(t)
 	var ids []string
 	c.cancelOnCleanup(t, &ids)
-	tagged := c.tagged(t, 8, 60)
+	// The untagged jobs first, running before hadar plans: a race between
+	// Slurm starting them and hadar's first placement is not what these
+	// tests are about (see docs/reliability.md, bugs found).
 	untagged := c.untagged(t, 2, 60)
+	c.waitRunning(t, untagged, 60*time.Second)
+	tagged := c.tagged(t, 8, 60)
 	ids = append(append(ids, tagged...), untagged...)
 	q := c.waitRunning(t, ids, 90*time.Second)
 	node, victims := busiest(tagOnly(q, tagged))
@@ -295,8 +303,9 @@ func TestSlurmctldRestart(t *testing.T) {
 	c.startHadar(t)
 	var ids []string
 	c.cancelOnCleanup(t, &ids)
-	running := c.tagged(t, 12, 45)
 	untagged := c.untagged(t, 2, 45)
+	c.waitRunning(t, untagged, 60*time.Second)
+	running := c.tagged(t, 12, 45)
 	ids = append(append(ids, running...), untagged...)
 	q := c.waitRunning(t, ids, 90*time.Second)
 	queued := c.tagged(t, 8, 15) // 22 GPUs asked of 20: some wait, held
