@@ -328,11 +328,12 @@ func (b *Bridge) Cycle(ctx context.Context) (RoundReport, error) {
 	types := clusterTypes(nodes, resolve)
 	measured := tp
 	tp = profiles.WithPrior(measured, types)
+	prior := sync.OnceValue(func() *profiles.Prior { return profiles.FitPrior(measured) })
 	view := BuildView(ViewInput{
 		Now: now, Jobs: jobs, Nodes: nodes, Details: details, ResolveGPU: resolve,
 		Models: NewModelResolver(tp.JobTypes(), cfg.Models.Aliases), DefaultModel: cfg.DefaultModel,
 		PriorFor: func(jobType string) map[string]map[int]float64 {
-			return profiles.PriorForModel(measured, jobType, types)
+			return prior().Model(jobType, types)
 		},
 		Throughput: tp, Placed: placed, RanOn: b.ranOn,
 		Notes: func(id, msg string) { log.Debug("job note", "job", id, "note", msg) },
