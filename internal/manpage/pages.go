@@ -191,11 +191,15 @@ carries it out with scontrol: it places a held job on nodes of the chosen GPU ty
 release) only when the estimated gain exceeds ` + "`migration_penalty`" + `. It never
 touches a job that is not tagged.
 
-Jobs request untyped GPUs (` + "`--gres=gpu:N`" + `); hadar chooses the GPU type by choosing the
-node. Site GPU type names map to the canonical types of the heterogeneity matrix through
-[gres] aliases or ` + "`hadar profiles alias set`" + `. A tagged job hadar cannot schedule (bad
-tag, unknown model, a typed request) is released to Slurm's scheduler with the reason in
-its AdminComment.
+Jobs request GPUs as usual (` + "`--gres=gpu:N`" + `, ` + "`--gpus=N`" + `, ` + "`--gpus-per-node`" + `,
+` + "`--gpus-per-task`" + `; a typed request limits the job to its type); hadar chooses the GPU type by
+choosing the node, within the job's constraint, excluded nodes, partition, CPUs and memory.
+Site GPU type names map to the canonical types of the heterogeneity matrix through
+[gres] aliases or ` + "`hadar profiles alias set`" + `. A tagged job hadar cannot schedule (a bad
+tag, an unknown GPU type, a request no live node can hold) is released to Slurm's scheduler
+with the reason in its AdminComment; a model no matrix knows is planned with the prior.
+One daemon runs per data_dir; if it dies without its clean stop, its fail-open guardian
+releases the held jobs.
 
 Fail-open: when hadar-slurmd stops (SIGTERM, SIGINT) it releases every held tagged job
 to Slurm's own scheduler before it exits, so no job waits for a daemon that is gone;
