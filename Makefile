@@ -24,18 +24,22 @@ lint:
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 ## test: installs what it needs (test-deps), then lint, unit and acceptance tests, the
-## end-to-end tests on a real Slurm test cluster (installed and started by
-## contrib/testcluster/up; needs root), then every fuzz target for FUZZ_TOTAL seconds
-## in all (docs/reliability.md)
+## end-to-end tests on a real Slurm 22.05 test cluster on this host (installed and
+## started by contrib/testcluster/up; needs root), the e2e suite and the cross-host
+## fault tests on the container cluster with Slurm 24.11 (e2e-containers) while every
+## fuzz target runs for FUZZ_TOTAL seconds in all (the two at once: the container tests
+## mostly wait; each one's output is printed whole when it ends) (docs/reliability.md,
+## docs/docker.md)
 test: test-deps lint build
 	$(GO) test -count=1 ./...
 	$(MAKE) e2e
-	$(MAKE) fuzz
+	$(MAKE) -j2 --output-sync=target e2e-containers fuzz
 
 ## test-deps: apt-get install what the tests need and the machine lacks (python3-torch,
-## python3-sklearn, slurm-wlm, munge, debootstrap); idempotent; a prerequisite apt-get
-## cannot provide (Go, a running Docker engine, root) is an error naming the fix
-TEST_DEPS ?= python slurm
+## python3-sklearn, slurm-wlm, munge, debootstrap) and checks that a Docker engine
+## answers; idempotent; a prerequisite apt-get cannot provide (Go, a running Docker
+## engine, root) is an error naming the fix
+TEST_DEPS ?= python slurm containers
 test-deps:
 	contrib/ci/deps $(TEST_DEPS)
 
