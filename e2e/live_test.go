@@ -247,6 +247,45 @@ func TestLiveSite(t *testing.T) {
 		t.Errorf("untagged job %s has AdminComment %q", untagged, a)
 	}
 
+	// One daemon per cluster, and fail-open after kill -9, on this layout:
+	// three jobs that each need the H100 node whole, so two of them wait.
+	var waiters []string
+	for range 3 {
+		waiters = append(waiters, sub(tag("e2e-every"), "--gres=gpu:nvidia_h100_80gb_hbm3:8", "--wrap", "sleep 10"))
+	}
+	heldWaiters := func() int {
+		q, _ := e2eutil.Queue(conf, waiters)
+		n := 0
+		for _, id := range waiters {
+			if strings.HasPrefix(q[id].Reason, "JobHeld") {
+				n++
+			}
+		}
+		return n
+	}
+	if !e2eutil.WaitFor(30*time.Second, func() bool { return heldWaiters() >= 2 }) {
+		t.Fatalf("want at least 2 of the 3 whole-H100 jobs held by hadar:\n%s", squeueDump(conf))
+	}
+	before := heldWaiters()
+	second := exec.Command(daemonBin(), "--config", cfg)
+	second.Env = daemon.Env
+	out, err := second.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "another hadar-slurmd is running") || strings.Contains(string(out), "release") {
+		t.Errorf("a second daemon: err %v, want a non-zero exit naming the first, releasing nothing:\n%s", err, out)
+	}
+	// The first daemon may place one meanwhile; the second released none.
+	if n := heldWaiters(); n < before-1 || n == 0 {
+		t.Errorf("after the second daemon exited, %d of the first one's %d held jobs are held", n, before)
+	}
+	killed := time.Now()
+	daemon.Process.Kill()
+	daemon.Wait()
+	if !e2eutil.WaitFor(failOpenBound, func() bool { return heldWaiters() == 0 }) {
+		t.Errorf("%d jobs still held %s after kill -9 of the daemon", heldWaiters(), failOpenBound)
+	} else {
+		t.Logf("RESULT TestLiveSite: kill -9 of the daemon: its held jobs released %dms later by its guardian", time.Since(killed).Milliseconds())
+	}
+
 	var possible []string
 	for _, id := range ids {
 		cancel := false
@@ -267,7 +306,7 @@ func TestLiveSite(t *testing.T) {
 		t.Fatal(err)
 	}
 	comp := e2eutil.JobcompByJob(recs)
-	for _, id := range append(append(mapValues(jobs), cpuPair...), untagged) {
+	for _, id := range append(append(append(mapValues(jobs), cpuPair...), waiters...), untagged) {
 		if !slices.Contains(possible, id) {
 			continue
 		}
@@ -277,6 +316,10 @@ func TestLiveSite(t *testing.T) {
 	}
 	t.Logf("RESULT TestLiveSite: %d request forms, all resolved within %s of the daemon's start: %v; placements %v", len(jobs), bound, resolved, nodesOf)
 }
+
+// failOpenBound is the stated bound (docs/reliability.md) from the
+// daemon's death to the release of its held jobs by its guardian.
+const failOpenBound = 10 * time.Second
 
 func mapValues(m map[string]string) []string {
 	out := make([]string, 0, len(m))
