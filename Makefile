@@ -116,6 +116,7 @@ SBINDIR    ?= $(PREFIX)/sbin
 DATADIR    ?= $(PREFIX)/share/hadar
 MANDIR     ?= $(PREFIX)/share/man
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
+TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
 SYSCONFDIR ?= /etc
 INSTALL    ?= install
 
@@ -135,7 +136,10 @@ install: build
 	$(INSTALL) -m 0644 man/hadar.1 $(DESTDIR)$(MANDIR)/man1/hadar.1
 	$(INSTALL) -m 0644 man/hadar.toml.5 $(DESTDIR)$(MANDIR)/man5/hadar.toml.5
 	$(INSTALL) -m 0644 man/hadar-slurmd.8 $(DESTDIR)$(MANDIR)/man8/hadar-slurmd.8
-	@echo "installed; next steps: docs/admin-guide.md (enable job_submit.lua, then systemctl daemon-reload && systemctl enable --now hadar-slurmd)"
+	$(INSTALL) -d -m 0755 $(DESTDIR)$(TMPFILESDIR) $(DESTDIR)$(SYSCONFDIR)/default
+	$(INSTALL) -m 0644 contrib/systemd/hadar.tmpfiles $(DESTDIR)$(TMPFILESDIR)/hadar.conf
+	[ -e $(DESTDIR)$(SYSCONFDIR)/default/hadar-slurmd ] || $(INSTALL) -m 0644 contrib/systemd/hadar-slurmd.default $(DESTDIR)$(SYSCONFDIR)/default/hadar-slurmd
+	@echo "installed; next steps: docs/admin-guide.md (systemd-tmpfiles --create hadar.conf; enable job_submit.lua; then systemctl daemon-reload && systemctl enable --now hadar-slurmd)"
 
 ## man: regenerate man/hadar.1, man/hadar-slurmd.8, man/hadar.toml.5 and docs/config.md from the code
 man:

@@ -158,6 +158,8 @@ func TestMakeInstall(t *testing.T) {
 		"usr/local/share/man/man1/hadar.1":                  0o644,
 		"usr/local/share/man/man5/hadar.toml.5":             0o644,
 		"usr/local/share/man/man8/hadar-slurmd.8":           0o644,
+		"usr/local/lib/tmpfiles.d/hadar.conf":               0o644,
+		"etc/default/hadar-slurmd":                          0o644,
 	}
 	var got []string
 	err = filepath.WalkDir(dest, func(path string, d fs.DirEntry, err error) error {
@@ -226,5 +228,30 @@ func TestMakeInstall(t *testing.T) {
 		if out, err := cmd.CombinedOutput(); err != nil || len(strings.TrimSpace(string(out))) > 0 {
 			t.Errorf("systemd-analyze verify %s: %v\n%s", unit, err, out)
 		}
+	}
+}
+
+// TestTmpfiles: the spool the unit cannot create (ProtectSystem=strict) is
+// created by tmpfiles.d, with the modes the daemon and the jobs need.
+func TestTmpfiles(t *testing.T) {
+	b, err := os.ReadFile("hadar.tmpfiles")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		bridge.DefaultSpoolDir: "0755",
+		filepath.Join(bridge.DefaultSpoolDir, bridge.ProgressSubdir): "1777",
+		filepath.Join(bridge.DefaultSpoolDir, bridge.CopiesSubdir):   "1777",
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 3 && f[0] == "d" {
+			if mode, ok := want[f[1]]; ok && mode == f[2] {
+				delete(want, f[1])
+			}
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("hadar.tmpfiles lacks %v", want)
 	}
 }
