@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -90,6 +91,9 @@ func (s *State) RecordHistory(ctx context.Context, rep RoundReport) error {
 
 	type agg struct{ total, used, hadar, reserved, usable int }
 	byType := map[string]*agg{}
+	// The sample is of the cluster after the round: the GPUs it placed
+	// (released), moved or stopped, not only what it observed before.
+	delta := roundGPUDelta(rep)
 	for _, n := range v.Nodes {
 		if n.Total == 0 {
 			continue
@@ -101,8 +105,8 @@ func (s *State) RecordHistory(ctx context.Context, rep RoundReport) error {
 			byType[t] = a
 		}
 		a.total += n.Total
-		a.used += min(n.Used, n.Total)
-		a.hadar += n.Hadar
+		a.used += max(0, min(n.Used+delta[n.Name], n.Total))
+		a.hadar += max(0, n.Hadar+delta[n.Name])
 		a.reserved += n.Reserved
 		if n.Usable {
 			a.usable += n.Total
@@ -470,4 +474,56 @@ func (h *History) Spans(ctx context.Context, since time.Time) ([]JobSpan, error)
 		out = append(out, sp)
 	}
 	return out, rows.Err()
+}
+
+// roundGPUDelta is, per node, the GPUs the round's carried-out decisions
+// took (a placement or the target of a move, once released) or gave back
+// (a preemption, or the source of a move, once requeued).
+func roundGPUDelta(rep RoundReport) map[string]int {
+	if rep.DryRun {
+		return nil
+	}
+	released, requeued := map[string]bool{}, map[string]bool{}
+	for _, r := range rep.Results {
+		if r.Err != nil {
+			continue
+		}
+		for _, id := range r.Sent {
+			switch r.Action.Kind {
+			case ActRelease:
+				released[id] = true
+			case ActRequeueHold:
+				requeued[id] = true
+			}
+		}
+	}
+	out := map[string]int{}
+	add := func(placement string, sign int) {
+		for _, part := range strings.Split(placement, ",") {
+			node, gpus, ok := strings.Cut(part, ":")
+			if n, err := strconv.Atoi(gpus); ok && err == nil {
+				out[node] += sign * n
+			}
+		}
+	}
+	for _, d := range rep.Decisions {
+		switch d.Kind {
+		case DecidePlace:
+			if released[d.JobID] {
+				add(d.To, +1)
+			}
+		case DecideMigrate:
+			if requeued[d.JobID] {
+				add(d.From, -1)
+			}
+			if released[d.JobID] {
+				add(d.To, +1)
+			}
+		case DecidePreempt:
+			if requeued[d.JobID] {
+				add(d.From, -1)
+			}
+		}
+	}
+	return out
 }

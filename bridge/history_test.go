@@ -240,3 +240,30 @@ func TestHistoryReadOnly(t *testing.T) {
 		t.Errorf("rounds %v %v", r, err)
 	}
 }
+
+// TestHistorySamplesAfterPlacement: the GPU sample of a round counts what
+// the round placed, not only what it observed before placing.
+func TestHistorySamplesAfterPlacement(t *testing.T) {
+	h := newHarness(t, nil)
+	h.fc.submit(resnet, 4, 1, t0)
+	b := h.bridge()
+	h.cycle(b)
+	ctx := context.Background()
+	hist, err := OpenHistory(ctx, filepath.Join(h.dataDir, StateFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hist.Close()
+	gpus, err := hist.GPUs(ctx, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	used, hadar := 0, 0
+	for _, g := range gpus {
+		used += g.Used
+		hadar += g.Hadar
+	}
+	if used != 4 || hadar != 4 {
+		t.Errorf("first round's sample: used %d, hadar %d; want the 4 GPUs it placed", used, hadar)
+	}
+}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/hadar-sched/hadar/bridge"
 	"github.com/hadar-sched/hadar/internal/histtest"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func runHadar(t *testing.T, args ...string) (string, error) {
@@ -125,5 +127,26 @@ func TestShortDuration(t *testing.T) {
 		if got := shortDuration(d); got != want {
 			t.Errorf("shortDuration(%v) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// TestGanttLanes: two jobs running at once on one node get a lane each
+// (neither hides the other); a later job reuses the first free lane.
+func TestGanttLanes(t *testing.T) {
+	spans := []bridgeSpan{
+		{id: "1", tagged: true, nodes: []string{"n1"}, x0: 0, x1: 10},
+		{id: "2", tagged: true, nodes: []string{"n1"}, x0: 5, x1: 20},
+		{id: "3", tagged: true, nodes: []string{"n1"}, x0: 12, x1: 30},
+		{id: "4", tagged: false, nodes: []string{"n2"}, x0: 0, x1: 30},
+	}
+	bars := ganttLayout(spans, map[string]int{"n1": 1, "n2": 0})
+	type lane struct{ Lane, Lanes int }
+	got := map[string]lane{}
+	for i, b := range bars {
+		got[spans[i].id] = lane{b.lane, b.lanes}
+	}
+	want := map[string]lane{"1": {0, 2}, "2": {1, 2}, "3": {0, 2}, "4": {0, 1}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("lanes (-want +got):\n%s", diff)
 	}
 }

@@ -339,6 +339,9 @@ type ganttBar struct {
 	x0, x1 float64
 	clr    color.Color
 	text   string
+	// lane of lanes: jobs that overlap in time on one node share its row
+	// side by side, each in a lane of its own, rather than hide each other.
+	lane, lanes int
 }
 
 func (g *ganttBars) Plot(c draw.Canvas, p *plot.Plot) {
@@ -348,7 +351,10 @@ func (g *ganttBars) Plot(c draw.Canvas, p *plot.Plot) {
 		if x1-x0 < vg.Points(1) {
 			x1 = x0 + vg.Points(1)
 		}
-		y0, y1 := trY(float64(b.row)-0.38), trY(float64(b.row)+0.38)
+		lanes := max(b.lanes, 1)
+		h := 0.76 / float64(lanes)
+		lo := float64(b.row) - 0.38 + float64(lanes-1-b.lane)*h
+		y0, y1 := trY(lo), trY(lo+h)
 		pts := []vg.Point{{X: x0, Y: y0}, {X: x1, Y: y0}, {X: x1, Y: y1}, {X: x0, Y: y1}}
 		c.FillPolygon(b.clr, c.ClipPolygonXY(pts))
 		c.StrokeLines(draw.LineStyle{Color: color.White, Width: vg.Points(0.5)}, c.ClipLinesXY(append(pts, pts[0]))...)
@@ -395,6 +401,20 @@ func (h *history) plotPlacement(path string) error {
 	g := &ganttBars{xmin: unix(h.start()), xmax: unix(h.to), rows: len(nodes), label: label}
 	spans := append([]bridgeSpan(nil), toSpans(h)...)
 	sort.SliceStable(spans, func(a, b int) bool { return spans[a].x0 < spans[b].x0 })
+	g.bars = ganttLayout(spans, row)
+	p.Add(g)
+	height := vg.Length(1.2)*vg.Inch + vg.Length(len(nodes))*0.28*vg.Inch
+	height = max(height, 3*vg.Inch)
+	return saveHistoryPlot(path, height, p)
+}
+
+// ganttLayout is one bar per span and node (spans sorted by start), at
+// the node's row; spans that overlap in time on a node get lanes of their
+// own within its row, each the first lane free at the span's start.
+func ganttLayout(spans []bridgeSpan, row map[string]int) []ganttBar {
+	var bars []ganttBar
+	laneEnds := map[string][]float64{}
+	nodeOf := make([]string, 0, len(spans))
 	for _, s := range spans {
 		clr := color.Color(othersColor)
 		text := ""
@@ -403,13 +423,27 @@ func (h *history) plotPlacement(path string) error {
 			text = s.id
 		}
 		for _, n := range s.nodes {
-			g.bars = append(g.bars, ganttBar{row: row[n], x0: s.x0, x1: s.x1, clr: clr, text: text})
+			ends := laneEnds[n]
+			lane := len(ends)
+			for i, e := range ends {
+				if e <= s.x0 {
+					lane = i
+					break
+				}
+			}
+			if lane == len(ends) {
+				ends = append(ends, 0)
+			}
+			ends[lane] = s.x1
+			laneEnds[n] = ends
+			bars = append(bars, ganttBar{row: row[n], x0: s.x0, x1: s.x1, clr: clr, text: text, lane: lane})
+			nodeOf = append(nodeOf, n)
 		}
 	}
-	p.Add(g)
-	height := vg.Length(1.2)*vg.Inch + vg.Length(len(nodes))*0.28*vg.Inch
-	height = max(height, 3*vg.Inch)
-	return saveHistoryPlot(path, height, p)
+	for i := range bars {
+		bars[i].lanes = len(laneEnds[nodeOf[i]])
+	}
+	return bars
 }
 
 type bridgeSpan struct {
