@@ -18,6 +18,9 @@ type Metrics struct {
 	FTFMean     float64 `json:"ftf_mean"`
 	FTFMax      float64 `json:"ftf_max"`
 	Utilization float64 `json:"utilization"`
+	// TypeUtilization is each GPU type's busy GPU time over its GPUs times
+	// the makespan.
+	TypeUtilization map[string]float64 `json:"type_utilization,omitempty"`
 	// GPUHours is the busy GPU time; TypeEfficiency is the share of it that
 	// the same work would take with every job on its fastest GPU type (1:
 	// no job ran slower than it could; gangs spanning types or sent to
@@ -32,7 +35,14 @@ type Metrics struct {
 	CopiesMean      float64 `json:"copies_mean,omitempty"`
 	CopiesMax       int     `json:"copies_max,omitempty"`
 	InvariantChecks int     `json:"invariant_checks"`
+	// Learning is the planning matrix's error against the truth at 0%, 25%,
+	// 50%, 75% and 100% of the jobs completed (simulate --truth only).
+	Learning []LearnPoint `json:"learning,omitempty"`
 }
+
+// LearningFractions are the completed fractions Summarize reports the
+// learning error at.
+var LearningFractions = []float64{0, 0.25, 0.5, 0.75, 1}
 
 // Summarize computes the metrics of a run (hadar.md section 6).
 func Summarize(r *Result) Metrics {
@@ -72,7 +82,16 @@ func Summarize(r *Result) Metrics {
 	m.FTFMean = ftfSum / float64(m.Completed)
 	if m.MakespanS > 0 && r.TotalGPUs > 0 {
 		m.Utilization = r.BusyGPUSecs / (float64(r.TotalGPUs) * m.MakespanS)
+		for t, n := range r.Capacity {
+			if n > 0 {
+				if m.TypeUtilization == nil {
+					m.TypeUtilization = map[string]float64{}
+				}
+				m.TypeUtilization[t] = r.BusyByType[t] / (float64(n) * m.MakespanS)
+			}
+		}
 	}
+	m.Learning = LearningAt(r.Learning, len(r.Jobs), LearningFractions...)
 	m.GPUHours = r.BusyGPUSecs / 3600
 	if r.BusyGPUSecs > 0 {
 		m.TypeEfficiency = r.IdealGPUSecs / r.BusyGPUSecs

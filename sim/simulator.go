@@ -62,10 +62,17 @@ const maxIdleRounds = 50
 
 // Config is one simulation run.
 type Config struct {
-	Cluster     Cluster
-	Round       time.Duration
+	Cluster Cluster
+	Round   time.Duration
+	// Throughputs is the matrix the policy plans with (with Learn set: the
+	// imported matrix the plan starts from, see Learning).
 	Throughputs optimizer.Throughputs
-	Policy      optimizer.Policy
+	// Truth is the matrix jobs progress at; nil: Throughputs.
+	Truth optimizer.Throughputs
+	// Learn, if set, makes the plan what hadar would know and learn of
+	// Truth (learn.go); nil plans with Throughputs as given.
+	Learn  *Learning
+	Policy optimizer.Policy
 	// CopyEfficiency scales HadarE copies' summed rate (default 1.0).
 	CopyEfficiency float64
 	// MaxSimulatedTime stops a run that would never end (a job no GPU type can
@@ -111,6 +118,13 @@ type Result struct {
 	IdealGPUSecs float64
 	TotalGPUs    int
 	Util         []UtilSample
+	// Capacity is the cluster's GPUs per type, BusyByType the busy GPU
+	// seconds of each.
+	Capacity   map[string]int
+	BusyByType map[string]float64
+	// Learning is the planning matrix's error against the truth, at the
+	// start and after every round that completed jobs (Config.Learn only).
+	Learning []LearnPoint
 }
 
 type simJob struct {
@@ -149,10 +163,23 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 	capacity := cfg.Cluster.GPUs
 	round := cfg.Round.Seconds()
 
+	truth := cfg.Truth
+	if truth == nil {
+		truth = cfg.Throughputs
+	}
+	planned := cfg.Throughputs
+	var learn *learner
+	if cfg.Learn != nil {
+		learn = newLearner(*cfg.Learn, cfg.Throughputs, truth, trace, capacity)
+		planned = learn.plan
+	}
 	jobs := make([]*simJob, len(trace))
 	for i, tj := range trace {
-		if err := checkRunnable(cfg.Throughputs, tj, capacity); err != nil {
+		if err := checkRunnable(planned, tj, capacity); err != nil {
 			return nil, fmt.Errorf("simulate: job %d: %w", i, err)
+		}
+		if err := checkRunnable(truth, tj, capacity); err != nil {
+			return nil, fmt.Errorf("simulate: job %d: truth: %w", i, err)
 		}
 		jobs[i] = &simJob{
 			Job: optimizer.Job{
@@ -172,14 +199,17 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 	copy(order, jobs)
 	sort.SliceStable(order, func(a, b int) bool { return order[a].arrival < order[b].arrival })
 
-	res := &Result{Policy: cfg.Policy.Name(), TotalGPUs: cfg.Cluster.TotalGPUs()}
+	res := &Result{Policy: cfg.Policy.Name(), TotalGPUs: cfg.Cluster.TotalGPUs(), Capacity: capacity, BusyByType: map[string]float64{}}
 	if len(jobs) == 0 {
 		res.Wall = time.Since(wallStart)
 		return res, nil
 	}
-	fastestFirst := (&optimizer.Snapshot{Nodes: nodes, Throughput: cfg.Throughputs}).TypesFastestFirst()
+	fastestFirst := (&optimizer.Snapshot{Nodes: nodes, Throughput: planned}).TypesFastestFirst()
 	var jobBuf []optimizer.Job
 	now := order[0].arrival
+	if learn != nil {
+		learn.record(0, now)
+	}
 	next := 0 // next job in order to arrive
 	var active []*simJob
 	completed := 0
@@ -194,8 +224,8 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 		for next < len(order) && order[next].arrival <= now {
 			j := order[next]
 			active = append(active, j)
-			j.isolated = isolatedTime(cfg.Throughputs, &j.Job, capacity, len(active))
-			j.bestRate = bestRate(cfg.Throughputs, &j.Job, capacity)
+			j.isolated = isolatedTime(truth, &j.Job, capacity, len(active))
+			j.bestRate = bestRate(truth, &j.Job, capacity)
 			next++
 		}
 		if len(active) == 0 {
@@ -212,7 +242,7 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 			Round:        cfg.Round,
 			Nodes:        nodes,
 			Jobs:         jobBuf[:len(active)],
-			Throughput:   cfg.Throughputs,
+			Throughput:   planned,
 			FastestFirst: fastestFirst,
 		}
 		for i, j := range active {
@@ -242,6 +272,7 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 		// Gavel's simulator, whose round ends with its last micro-task).
 		roundEnd := now
 		busy, ideal := 0.0, 0.0
+		completedBefore := completed
 		still := active[:0]
 		anyRunning := false
 		for _, j := range active {
@@ -252,7 +283,7 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 				continue
 			}
 			anyRunning = true
-			rate, copies := jobRate(cfg, &j.Job, tasks)
+			rate, copies := jobRate(truth, cfg.CopyEfficiency, &j.Job, tasks)
 			if copies > 0 {
 				j.copyRounds++
 				j.copySum += copies
@@ -278,6 +309,12 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 			j.Attained += gpus * ran
 			j.Executed += ran
 			busy += gpus * ran
+			for _, t := range tasks {
+				res.BusyByType[t.Type] += float64(t.GPUs) * ran
+			}
+			if learn != nil && ran > 0 {
+				observe(learn, truth, &j.Job, tasks, rate)
+			}
 			roundEnd = math.Max(roundEnd, now+ran)
 			if j.completion >= 0 {
 				completed++
@@ -301,6 +338,10 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 		if !anyRunning && next < len(order) && len(active) == 0 {
 			roundEnd = order[next].arrival
 		}
+		if learn != nil && learn.endRound(completed, roundEnd, completed != completedBefore) {
+			planned = learn.plan
+			fastestFirst = (&optimizer.Snapshot{Nodes: nodes, Throughput: planned}).TypesFastestFirst()
+		}
 		res.BusyGPUSecs += busy
 		res.IdealGPUSecs += ideal
 		res.Util = append(res.Util, UtilSample{Start: now, Length: roundEnd - now, Utilization: busy / (float64(res.TotalGPUs) * (roundEnd - now))})
@@ -315,6 +356,9 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 			FirstStart: j.firstStart, Completion: j.completion, IsolatedJCT: j.isolated,
 			MaxCopies: j.maxCopies, CopyRounds: j.copyRounds, CopySum: j.copySum,
 		})
+	}
+	if learn != nil {
+		res.Learning = learn.log
 	}
 	res.Wall = time.Since(wallStart)
 	return res, nil
@@ -335,11 +379,11 @@ func roundSteps(rate, round float64) float64 {
 
 // jobRate is the job's steps/s under tasks, and its number of HadarE copies
 // (0 for a gang placement).
-func jobRate(cfg Config, j *optimizer.Job, tasks []optimizer.Task) (float64, int) {
+func jobRate(thr optimizer.Throughputs, copyEfficiency float64, j *optimizer.Job, tasks []optimizer.Task) (float64, int) {
 	if len(tasks) > 0 && tasks[0].Copy > 0 {
-		return cfg.Throughputs.CopiesRate(j.Type, tasks, cfg.CopyEfficiency), len(tasks)
+		return thr.CopiesRate(j.Type, tasks, copyEfficiency), len(tasks)
 	}
-	return cfg.Throughputs.PlacementRate(j.Type, j.Workers, tasks), 0
+	return thr.PlacementRate(j.Type, j.Workers, tasks), 0
 }
 
 // checkRunnable rejects a job that no GPU type of the cluster could ever run.

@@ -39,12 +39,25 @@ func simulateCommand() *cli.Command {
 			"types (a100, h100, rtx4090, ...; `hadar profiles gpus` lists the catalogue) and its\n" +
 			"10 models (resnet50, bert_large_squad, ...); pick --cluster types and a trace's\n" +
 			"--reference-type from the same matrix.\n\n" +
+			"--truth TRUTH makes --throughputs what hadar knows and TRUTH what is: jobs progress at\n" +
+			"TRUTH's rates while the policies plan with --throughputs, every cell it lacks on the\n" +
+			"--cluster types filled by the prior (docs/prior.md), and learn as hadar-slurmd does: each\n" +
+			"round a job runs on one GPU type, its observed rate becomes the learned value of its\n" +
+			"cell (replacing a prior value at once, an imported one after 3 samples), and the prior\n" +
+			"is fitted again on what is known. --explore B plans every cell still on the prior at\n" +
+			"(1+B) times its estimate, so that a type the prior cannot rule out is tried; --no-learning\n" +
+			"plans with the prior throughout. The report adds the planning matrix's error against\n" +
+			"TRUTH as jobs complete (docs/learning.md).\n\n" +
 			"Traces are Gavel's tab-separated format; `gavel:NAME` names a trace embedded in the\n" +
 			"binary (" + strings.Join(sim.EmbeddedTraceNames(), ", ") + ").",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "trace", Usage: "trace file, or gavel:NAME for an embedded Gavel trace (default: a generated trace)"},
 			throughputsFlag(),
 			&cli.BoolFlag{Name: "prior", Usage: "fill the cells --throughputs lacks on the --cluster types with the prior (docs/prior.md), so a type no matrix measured (l40s, b200, ...) runs jobs at its predicted rates"},
+			&cli.StringFlag{Name: "truth", Usage: "the matrix `NAME|FILE` jobs progress at, while the policies plan with --throughputs, the prior, and what they learn (default: --throughputs, planned with as it is)"},
+			&cli.StringFlag{Name: "forget", Usage: "drop these GPU `TYPES` (comma-separated) from --throughputs before planning, as if no one had measured them: with --truth, the learning experiment of docs/learning.md"},
+			&cli.Float64Flag{Name: "explore", Value: 0, Usage: "with --truth: plan each cell still on the prior at (1+`B`) times the prior's estimate, so the policy tries types the prior cannot rule out"},
+			&cli.BoolFlag{Name: "no-learning", Usage: "with --truth: plan with --throughputs and the prior throughout, learning nothing"},
 			&cli.StringFlag{Name: "cluster", Value: "v100=36,p100=36,k80=36", Usage: "GPUs per type, TYPE=N,..."},
 			&cli.IntFlag{Name: "gpus-per-node", Value: 4, Usage: "GPUs per simulated node (one GPU type per node)"},
 			&cli.DurationFlag{Name: "round", Value: 360 * time.Second, Usage: "round length"},
@@ -66,6 +79,7 @@ type simulateOutput struct {
 	Trace    string                 `json:"trace"`
 	Cluster  map[string]int         `json:"cluster"`
 	RoundS   float64                `json:"round_s"`
+	Truth    string                 `json:"truth,omitempty"`
 	Policies map[string]sim.Metrics `json:"policies"`
 	Order    []string               `json:"policy_order"`
 }
@@ -79,12 +93,32 @@ func runSimulate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if f := c.String("forget"); f != "" {
+		thr = forgetTypes(thr, strings.Split(f, ","))
+	}
+	var truth optimizer.Throughputs
+	var learn *sim.Learning
+	if c.IsSet("truth") {
+		if truth, err = loadThroughputs(c.String("truth")); err != nil {
+			return fmt.Errorf("--truth: %w", err)
+		}
+		if c.Float64("explore") < 0 {
+			return fmt.Errorf("--explore must be at least 0, got %g", c.Float64("explore"))
+		}
+		learn = &sim.Learning{Prior: fillPrior, Explore: c.Float64("explore"), Frozen: c.Bool("no-learning")}
+	} else if c.IsSet("explore") || c.IsSet("no-learning") {
+		return fmt.Errorf("--explore and --no-learning need --truth")
+	}
 	if c.Bool("prior") {
 		types := thr.GPUTypes()
 		for gt := range gpus {
 			types = append(types, gt)
 		}
-		thr = profiles.WithPrior(thr, types)
+		if truth != nil {
+			truth = profiles.WithPrior(truth, append(truth.GPUTypes(), types...))
+		} else {
+			thr = profiles.WithPrior(thr, types)
+		}
 	}
 	if c.Int("gpus-per-node") < 1 {
 		return fmt.Errorf("--gpus-per-node must be at least 1, got %d", c.Int("gpus-per-node"))
@@ -92,7 +126,11 @@ func runSimulate(c *cli.Context) error {
 	if c.Duration("round") <= 0 {
 		return fmt.Errorf("--round must be positive, got %s", c.Duration("round"))
 	}
-	traceName, trace, err := loadOrGenerateTrace(c.String("trace"), thr)
+	traceThr := thr
+	if truth != nil {
+		traceThr = truth
+	}
+	traceName, trace, err := loadOrGenerateTrace(c.String("trace"), traceThr)
 	if err != nil {
 		return err
 	}
@@ -103,7 +141,7 @@ func runSimulate(c *cli.Context) error {
 	opts := optimizer.Options{Seed: c.Int64("seed"), CopyEfficiency: c.Float64("copy-efficiency"), MaxCopies: c.Int("max-copies")}
 	showProgress := c.Bool("progress") || (!c.IsSet("progress") && term.IsTerminal(int(os.Stderr.Fd())))
 
-	out := simulateOutput{Trace: traceName, Cluster: gpus, RoundS: c.Duration("round").Seconds(), Policies: map[string]sim.Metrics{}, Order: names}
+	out := simulateOutput{Trace: traceName, Truth: c.String("truth"), Cluster: gpus, RoundS: c.Duration("round").Seconds(), Policies: map[string]sim.Metrics{}, Order: names}
 	results := map[string]*sim.Result{}
 	for _, name := range names {
 		policy, err := optimizer.New(name, opts)
@@ -114,6 +152,8 @@ func runSimulate(c *cli.Context) error {
 			Cluster:        sim.Cluster{GPUs: gpus, GPUsPerNode: c.Int("gpus-per-node")},
 			Round:          c.Duration("round"),
 			Throughputs:    thr,
+			Truth:          truth,
+			Learn:          learn,
 			Policy:         policy,
 			CopyEfficiency: c.Float64("copy-efficiency"),
 		}
@@ -152,6 +192,8 @@ func runSimulate(c *cli.Context) error {
 		return nil
 	}
 	printSimulateTable(c.App.Writer, out)
+	printTypeUtilization(c.App.Writer, out)
+	printLearning(c.App.Writer, out)
 	if dir := c.String("plot"); dir != "" {
 		fmt.Fprintf(c.App.Writer, "\nplots written to %s\n", dir)
 	}
@@ -265,4 +307,96 @@ func printSimulateMarkdown(w io.Writer, out simulateOutput) {
 		fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.3f | %.3f | %.2f |\n",
 			name, m.MakespanS/3600, m.AvgJCTS/3600, m.P99JCTS/3600, m.AvgQueueS/3600, m.FTFMean, m.FTFMax, m.Utilization, m.TypeEfficiency, m.SchedTimeMeanS*1000)
 	}
+}
+
+// fillPrior is sim.PriorFunc with profiles' prior: one fit on what is
+// known, then every job type's row on the GPU types (the median model for a
+// job type the matrix does not know).
+func fillPrior(known optimizer.Throughputs, jobTypes, gpuTypes []string) optimizer.Throughputs {
+	p := profiles.FitPrior(known)
+	out := optimizer.Throughputs{}
+	for jt, byType := range known {
+		for gt, byW := range byType {
+			for w, r := range byW {
+				out.Set(jt, gt, w, r)
+			}
+		}
+	}
+	for _, jt := range jobTypes {
+		for gt, byW := range p.Model(jt, gpuTypes) {
+			for w, r := range byW {
+				if _, ok := known[jt][gt][w]; !ok {
+					out.Set(jt, gt, w, r)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// printTypeUtilization prints each policy's utilization per GPU type.
+func printTypeUtilization(w io.Writer, out simulateOutput) {
+	types := sortedKeys(out.Cluster)
+	fmt.Fprintln(w, "\nutilization per GPU type")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "policy\t%s\t\n", strings.Join(types, "\t"))
+	for _, name := range out.Order {
+		m := out.Policies[name]
+		row := []string{name}
+		for _, t := range types {
+			row = append(row, fmt.Sprintf("%.3f", m.TypeUtilization[t]))
+		}
+		fmt.Fprintf(tw, "%s\t\n", strings.Join(row, "\t"))
+	}
+	tw.Flush()
+}
+
+// printLearning prints, with --truth, the planning matrix's error against
+// the truth as jobs complete.
+func printLearning(w io.Writer, out simulateOutput) {
+	if out.Truth == "" {
+		return
+	}
+	types := sortedKeys(out.Cluster)
+	fmt.Fprintf(w, "\nplanning matrix vs truth %s: median |plan - truth| / truth of the cells on the cluster's types\n", out.Truth)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "policy\tjobs done\tcells\tlearned\tmedian\tp90\t%s\t\n", strings.Join(types, "\t"))
+	for _, name := range out.Order {
+		for i, p := range out.Policies[name].Learning {
+			row := []string{name, fmt.Sprintf("%.0f%% (%d)", 100*sim.LearningFractions[i], p.Completed),
+				strconv.Itoa(p.Cells), strconv.Itoa(p.Learned), pct(p.MedianError), pct(p.P90Error)}
+			for _, t := range types {
+				e, ok := p.TypeMedianError[t]
+				if !ok {
+					row = append(row, "-")
+					continue
+				}
+				row = append(row, pct(e))
+			}
+			fmt.Fprintf(tw, "%s\t\n", strings.Join(row, "\t"))
+		}
+	}
+	tw.Flush()
+}
+
+func pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
+
+// forgetTypes returns thr without the cells of the given GPU types.
+func forgetTypes(thr optimizer.Throughputs, types []string) optimizer.Throughputs {
+	drop := map[string]bool{}
+	for _, t := range types {
+		drop[strings.TrimSpace(t)] = true
+	}
+	out := optimizer.Throughputs{}
+	for jt, byType := range thr {
+		for gt, byW := range byType {
+			if drop[gt] {
+				continue
+			}
+			for w, r := range byW {
+				out.Set(jt, gt, w, r)
+			}
+		}
+	}
+	return out
 }
