@@ -201,29 +201,25 @@ func (f *fakeCluster) allows(j *fakeJob, n *fakeNode) bool {
 }
 
 func (f *fakeCluster) cpusFree(n *fakeNode) int {
-	if n.cpus == 0 {
-		return 1 << 30
-	}
-	left := n.cpus
-	for _, j := range f.jobs {
-		if j.state == "RUNNING" && slices.Contains(j.nodes, n.name) {
-			left -= j.cpus
-		}
-	}
-	return left
+	return int(f.left(n, int64(n.cpus), func(j *fakeJob) int64 { return int64(j.cpus) }))
 }
 
 func (f *fakeCluster) memFree(n *fakeNode) int64 {
-	if n.mem == 0 {
+	return f.left(n, n.mem, func(j *fakeJob) int64 { return j.mem })
+}
+
+// left is what running jobs leave of a node's capacity (huge when the node
+// reports none).
+func (f *fakeCluster) left(n *fakeNode, capacity int64, need func(*fakeJob) int64) int64 {
+	if capacity == 0 {
 		return 1 << 40
 	}
-	left := n.mem
 	for _, j := range f.jobs {
 		if j.state == "RUNNING" && slices.Contains(j.nodes, n.name) {
-			left -= j.mem
+			capacity -= need(j)
 		}
 	}
-	return left
+	return capacity
 }
 
 func (f *fakeCluster) record(call string) error {

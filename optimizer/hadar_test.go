@@ -36,11 +36,16 @@ func (b *snapshotBuilder) job(id string, workers int, steps float64, rates map[s
 
 // placedTypes summarises a plan as job -> sorted GPU types of its tasks.
 func placedTypes(p *Plan) map[string]string {
+	return summarizePlan(p, func(t Task) string { return fmt.Sprintf("%s:%d", t.Type, t.GPUs) })
+}
+
+// summarizePlan is job -> the sorted labels of its tasks.
+func summarizePlan(p *Plan, label func(Task) string) map[string]string {
 	out := map[string]string{}
 	for id, tasks := range p.Assignments {
 		var ts []string
 		for _, t := range tasks {
-			ts = append(ts, fmt.Sprintf("%s:%d", t.Type, t.GPUs))
+			ts = append(ts, label(t))
 		}
 		sort.Strings(ts)
 		out[id] = fmt.Sprint(ts)

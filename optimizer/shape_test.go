@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
-	"sort"
 	"testing"
 	"time"
 
@@ -13,16 +12,25 @@ import (
 
 // nodesOf summarises a plan as job -> its sorted "node:gpus" tasks.
 func nodesOf(p *Plan) map[string]string {
-	out := map[string]string{}
-	for id, tasks := range p.Assignments {
-		var ts []string
-		for _, t := range tasks {
-			ts = append(ts, fmt.Sprintf("%s:%d", t.Node, t.GPUs))
-		}
-		sort.Strings(ts)
-		out[id] = fmt.Sprint(ts)
+	return summarizePlan(p, func(t Task) string { return fmt.Sprintf("%s:%d", t.Node, t.GPUs) })
+}
+
+// planChecked plans s with a fresh instance of the named policy and fails
+// the test if the plan breaks an invariant.
+func planChecked(t *testing.T, name string, s *Snapshot, o Options) *Plan {
+	t.Helper()
+	p, err := New(name, o)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	plan, err := p.Plan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(s, plan); err != nil {
+		t.Fatal(err)
+	}
+	return plan
 }
 
 // TestShapeHonouredByEveryPolicy builds each case for every registered
@@ -87,17 +95,7 @@ func TestShapeHonouredByEveryPolicy(t *testing.T) {
 		for _, tc := range cases {
 			t.Run(name+"/"+tc.name, func(t *testing.T) {
 				s := tc.build()
-				p, err := New(name, Options{Seed: 1})
-				if err != nil {
-					t.Fatal(err)
-				}
-				plan, err := p.Plan(s)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := Check(s, plan); err != nil {
-					t.Fatal(err)
-				}
+				plan := planChecked(t, name, s, Options{Seed: 1})
 				got := nodesOf(plan)
 				if name == "hadare" {
 					// Copies may add nodes; compare the nodes of gangs only.
@@ -213,17 +211,7 @@ func TestKeepNoStop(t *testing.T) {
 			s.Jobs[0].Current = []Task{{Node: "f1", Type: "fast", GPUs: 4}}
 			s.Jobs[0].Attained = 1e9
 			s.Jobs[0].NoStop = true
-			p, err := New(name, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			plan, err := p.Plan(s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := Check(s, plan); err != nil {
-				t.Fatal(err)
-			}
+			plan := planChecked(t, name, s, Options{})
 			if diff := cmp.Diff(map[string]string{"a": "[f1:4]"}, nodesOf(plan)); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
 			}

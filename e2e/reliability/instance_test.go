@@ -12,6 +12,17 @@ import (
 	"github.com/hadar-sched/hadar/internal/e2eutil"
 )
 
+// startThirtyJobs submits 30 short tagged jobs and starts a daemon.
+func startThirtyJobs(t *testing.T, tc *tcase) (*daemon, []string) {
+	d := tc.newDaemon("d", defaultDaemonConfig())
+	var ids []string
+	for i := range 30 {
+		ids = append(ids, tc.submit(tagged(t, sleepModels[i%len(sleepModels)], 1, 8)))
+	}
+	d.start()
+	return d, ids
+}
+
 // heldIDs are the held jobs of the queue.
 func heldIDs(t *testing.T) map[string]bool {
 	out := map[string]bool{}
@@ -28,12 +39,7 @@ func heldIDs(t *testing.T) map[string]bool {
 // (and no round or release of its own reaches Slurm or the state database).
 func TestSecondDaemonRefused(t *testing.T) {
 	tc := need(t)
-	d := tc.newDaemon("d", defaultDaemonConfig())
-	var ids []string
-	for i := range 30 {
-		ids = append(ids, tc.submit(tagged(t, sleepModels[i%len(sleepModels)], 1, 8)))
-	}
-	d.start()
+	d, ids := startThirtyJobs(t, tc)
 	if !e2eutil.WaitFor(30*time.Second, func() bool { return len(heldIDs(t)) > 0 && d.waitRounds(1, time.Second) }) {
 		t.Fatal("no held jobs under the first daemon")
 	}
@@ -77,12 +83,7 @@ func TestSecondDaemonRefused(t *testing.T) {
 // back to Slurm within a bound, with no restart, and all of them run.
 func TestKill9FailsOpen(t *testing.T) {
 	tc := need(t)
-	d := tc.newDaemon("d", defaultDaemonConfig())
-	var ids []string
-	for i := range 30 {
-		ids = append(ids, tc.submit(tagged(t, sleepModels[i%len(sleepModels)], 1, 8)))
-	}
-	d.start()
+	d, ids := startThirtyJobs(t, tc)
 	if !e2eutil.WaitFor(30*time.Second, func() bool {
 		held, running := 0, 0
 		for _, j := range queue(t) {
