@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hadar-sched/hadar/optimizer"
+	"github.com/hadar-sched/hadar/profiles"
+	"github.com/hadar-sched/hadar/sim"
+)
+
+func runSimulateCLI(t *testing.T, args ...string) simulateOutput {
+	t.Helper()
+	var out bytes.Buffer
+	app := &cli.App{Name: "hadar", Commands: []*cli.Command{simulateCommand()}, Writer: &out, ErrWriter: &out, ExitErrHandler: func(*cli.Context, error) {}}
+	if err := app.Run(append([]string{"hadar", "simulate", "--json", "--progress=false"}, args...)); err != nil {
+		t.Fatalf("simulate %v: %v\n%s", args, err, out.String())
+	}
+	var res simulateOutput
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("simulate %v: %v\n%s", args, err, out.String())
+	}
+	return res
+}
+
+// writeGavelFile writes thr in Gavel's throughput format.
+func writeGavelFile(t *testing.T, path string, thr optimizer.Throughputs) {
+	t.Helper()
+	raw := map[string]map[string]map[string]float64{}
+	for jt, byType := range thr {
+		for gt, byW := range byType {
+			if raw[gt] == nil {
+				raw[gt] = map[string]map[string]float64{}
+			}
+			for w, r := range byW {
+				raw[gt][fmt.Sprintf("('%s', %d)", jt, w)] = map[string]float64{"null": r}
+			}
+		}
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSimulateLearnsForgottenType is issue 12's learning acceptance, on one
+// trace: hadar planning with Lambda's matrix less its a100 column (a file;
+// the prior fills the column) while jobs progress at Lambda's rates learns
+// the a100 cells as jobs run there, and ends within 10% of hadar planning
+// with the truth. The bounds are those measured in docs/learning.md.
+func TestSimulateLearnsForgottenType(t *testing.T) {
+	dir := t.TempDir()
+	tracePath := filepath.Join(dir, "t.trace")
+	jobs, err := sim.Generate(sim.GenerateOptions{Jobs: 200, Seed: 1, MultiGPU: true, ReferenceType: "a100", Throughputs: profiles.Lambda()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(tracePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.WriteTrace(f, jobs); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	planPath := filepath.Join(dir, "lambda-less-a100.json")
+	writeGavelFile(t, planPath, forgetTypes(profiles.Lambda(), []string{"a100"}))
+
+	common := []string{"--trace", tracePath, "--cluster", "h100=8,a100=8,a10=8,v100=8", "--policies", "hadar"}
+	truth := runSimulateCLI(t, append([]string{"--throughputs", "lambda"}, common...)...).Policies["hadar"]
+	learned := runSimulateCLI(t, append([]string{"--throughputs", planPath, "--truth", "lambda"}, common...)...).Policies["hadar"]
+	frozen := runSimulateCLI(t, append([]string{"--throughputs", planPath, "--truth", "lambda", "--no-learning"}, common...)...).Policies["hadar"]
+
+	if learned.Completed != 200 || truth.Completed != 200 {
+		t.Fatalf("completed %d and %d of 200 jobs", learned.Completed, truth.Completed)
+	}
+	if r := learned.MakespanS / truth.MakespanS; r > 1.10 {
+		t.Errorf("makespan learning / with the truth = %.3f, want at most 1.10", r)
+	}
+	if r := learned.AvgJCTS / truth.AvgJCTS; r > 1.10 {
+		t.Errorf("avg JCT learning / with the truth = %.3f, want at most 1.10", r)
+	}
+	if len(learned.Learning) != len(sim.LearningFractions) || len(frozen.Learning) != len(sim.LearningFractions) {
+		t.Fatalf("learning points: %d and %d, want %d", len(learned.Learning), len(frozen.Learning), len(sim.LearningFractions))
+	}
+	at := func(m sim.Metrics, i int) float64 { return m.Learning[i].TypeMedianError["a100"] }
+	// The prior alone is off on a100 (18.9% measured) and stays so without
+	// learning; learning brings it under 12% by half the jobs (8.4%
+	// measured) and to 2% at the end (0.0% measured).
+	if e := at(learned, 0); e < 0.10 {
+		t.Errorf("a100 median error of the prior = %.3f, want at least 0.10 (else this test shows nothing)", e)
+	}
+	if e := at(frozen, len(frozen.Learning)-1); e < 0.10 {
+		t.Errorf("a100 median error with --no-learning at the end = %.3f, want the prior's (at least 0.10)", e)
+	}
+	if e := at(learned, 2); e > 0.12 {
+		t.Errorf("a100 median error at 50%% of jobs = %.3f, want at most 0.12", e)
+	}
+	if e := at(learned, len(learned.Learning)-1); e > 0.02 {
+		t.Errorf("a100 median error at the end = %.3f, want at most 0.02", e)
+	}
+	if got := learned.Learning[len(learned.Learning)-1].Learned; got < 20 {
+		t.Errorf("%d cells learned, want at least 20", got)
+	}
+	// --forget a100 is the same experiment as the file.
+	forgot := runSimulateCLI(t, append([]string{"--throughputs", "lambda", "--forget", "a100", "--truth", "lambda"}, common...)...).Policies["hadar"]
+	if forgot.MakespanS != learned.MakespanS || forgot.AvgJCTS != learned.AvgJCTS {
+		t.Errorf("--forget a100: makespan %v, avg JCT %v; the file: %v, %v", forgot.MakespanS, forgot.AvgJCTS, learned.MakespanS, learned.AvgJCTS)
+	}
+}
+
+// TestSimulateTypeUtilization: the per-type utilizations weigh up to the
+// cluster's.
+func TestSimulateTypeUtilization(t *testing.T) {
+	out := runSimulateCLI(t, "--throughputs", "lambda", "--cluster", "h100=8,a10=8", "--policies", "hadar,gavel")
+	for _, name := range out.Order {
+		m := out.Policies[name]
+		if len(m.TypeUtilization) != 2 {
+			t.Fatalf("%s: type utilization %v, want h100 and a10", name, m.TypeUtilization)
+		}
+		sum := 0.0
+		for gt, u := range m.TypeUtilization {
+			if u <= 0 || u > 1+1e-9 {
+				t.Errorf("%s: %s utilization %v", name, gt, u)
+			}
+			sum += u * 8
+		}
+		if got := sum / 16; got < m.Utilization-1e-9 || got > m.Utilization+1e-9 {
+			t.Errorf("%s: per-type utilizations average to %v, cluster's is %v", name, got, m.Utilization)
+		}
+	}
+}
+
+func TestSimulateFlagErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"--explore", "0.2"},
+		{"--no-learning"},
+		{"--truth", "lambda", "--explore", "-1"},
+		{"--truth", "nope.json"},
+	} {
+		var out bytes.Buffer
+		app := &cli.App{Name: "hadar", Commands: []*cli.Command{simulateCommand()}, Writer: &out, ErrWriter: &out, ExitErrHandler: func(*cli.Context, error) {}}
+		if err := app.Run(append([]string{"hadar", "simulate", "--throughputs", "lambda", "--cluster", "a100=4"}, args...)); err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+}
