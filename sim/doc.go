@@ -5,6 +5,11 @@
 // by. Given the same trace, cluster, policy and seed it produces the same
 // result, and it never reads a wall clock to decide anything.
 //
+// With Config.Truth and Config.Learn the plan and the truth differ: jobs
+// progress at Truth's rates while the policy plans with what hadar-slurmd
+// would know, the imported matrix, the prior and what it learns from the
+// simulated progress (Learning; docs/learning.md).
+//
 // The package also generates Gavel-style synthetic traces (Generate), embeds
 // Gavel's public traces (EmbeddedTrace) and draws result plots (PlotJCTCDF,
 // PlotUtilization, PlotMetricBars).
