@@ -17,11 +17,17 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/hadar ./cmd/hadar
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/hadar-slurmd ./cmd/hadar-slurmd
 
-## lint: go vet and gofmt
+## lint: go vet, gofmt, staticcheck and deadcode (both fetched through the Go module
+## proxy by `go run`, at the versions below)
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+DEADCODE    ?= golang.org/x/tools/cmd/deadcode@v0.52.0
 lint:
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) run $(STATICCHECK) ./...
+	@out=$$($(GO) run $(DEADCODE) -test ./...); \
+	  if [ -n "$$out" ]; then echo "deadcode: unreachable code:"; echo "$$out"; exit 1; fi
 
 ## test: installs what it needs (test-deps), then lint, unit and acceptance tests, the
 ## end-to-end tests on a real Slurm 22.05 test cluster on this host (installed and

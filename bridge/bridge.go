@@ -228,13 +228,6 @@ func (b *Bridge) MarkStopped() error {
 // State is the bridge's state database.
 func (b *Bridge) State() *State { return b.state }
 
-// Config returns the configuration in force.
-func (b *Bridge) Config() Config {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.cfg
-}
-
 // Reload switches to cfg (SIGHUP) and returns what changed. A new policy
 // starts with fresh bookkeeping. data_dir cannot change while running (it
 // is kept, and reported as an error) ; everything else applies from the

@@ -96,15 +96,6 @@ func (h *harness) cycle(b *Bridge) RoundReport {
 	return rep
 }
 
-// mutating are the calls that change Slurm.
-func mutating(calls []string) []string {
-	var out []string
-	for _, c := range calls {
-		out = append(out, c)
-	}
-	return out
-}
-
 const resnet = "hadar model=resnet50-bs64 steps=100000"
 
 func TestCyclePlacesAndReleases(t *testing.T) {

@@ -14,10 +14,6 @@ import (
 // tagged job in the round's observation.
 var ErrNotTagged = errors.New("refused: not a hadar-tagged job in this round's observation")
 
-// errSkipped marks an action not run because an earlier step for the same
-// job failed, or because slurmctld went away during the round.
-var errSkipped = errors.New("skipped")
-
 // ErrStillPending is the result of an await-start whose jobs did not all
 // start (or get held) in time; the rest of the round is skipped.
 var ErrStillPending = errors.New("released jobs still pending")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hadar-sched/hadar/slurm"
@@ -53,7 +54,7 @@ func NewMetrics() *Metrics {
 		Name: "hadar_throughput_samples_total", Help: "Learned-throughput samples recorded from job progress reports.",
 	})
 	m.reg.MustRegister(m.rounds, m.roundDuration, m.jobs, m.gpus, m.actions, m.slurmErrors, m.samples,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every series exists from the start, at 0, so that rate() and alerts
 	// work before the first error.
 	for _, r := range []string{"ok", "error"} {

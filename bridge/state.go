@@ -198,9 +198,6 @@ func (s *State) migrate(ctx context.Context) error {
 // Close closes the database.
 func (s *State) Close() error { return s.db.Close() }
 
-// Path is the database file.
-func (s *State) Path() string { return s.path }
-
 // LastRound returns the number of the last recorded round (0 if none).
 func (s *State) LastRound(ctx context.Context) (int64, error) {
 	var n int64

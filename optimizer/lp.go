@@ -92,9 +92,6 @@ func (b *lpBuilder) AddVar(cost float64) int {
 	return len(b.cost) - 1
 }
 
-// NumVars returns the number of variables added so far.
-func (b *lpBuilder) NumVars() int { return len(b.cost) }
-
 // AddLE adds the row sum_j coef[j]*x[idx[j]] <= rhs. Repeated indices are
 // summed.
 func (b *lpBuilder) AddLE(idx []int, coef []float64, rhs float64) {

@@ -95,10 +95,6 @@ func WithLearningWindow(n int) Option { return func(o *options) { o.learningWind
 // WithClock sets the clock used for updated_at (default time.Now).
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
-// WithBusyTimeout sets how long a statement waits for another process's
-// write lock (default 5s).
-func WithBusyTimeout(d time.Duration) Option { return func(o *options) { o.busyTimeout = d } }
-
 // WithSeedMatrix sets the matrix a new database is seeded with as imported
 // rates (default Default(), Gavel's; see Matrix for the others). It has no
 // effect on an existing database: import into one with ImportGavel.

@@ -327,11 +327,10 @@ func (h *history) plotQueue(path string) error {
 // ganttBars draws one bar per job span and node: from the span's start to
 // its last sighting, at the node's row.
 type ganttBars struct {
-	bars         []ganttBar
-	xmin, xmax   float64
-	rows         int
-	label        draw.TextStyle
-	minLabelSize vg.Length
+	bars       []ganttBar
+	xmin, xmax float64
+	rows       int
+	label      draw.TextStyle
 }
 
 type ganttBar struct {

@@ -6,6 +6,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hadar-sched/hadar/bridge"
+	"github.com/hadar-sched/hadar/optimizer"
 	"github.com/hadar-sched/hadar/profiles"
 )
 
@@ -30,7 +31,7 @@ func profilesRateCommand() *cli.Command {
 			&cli.BoolFlag{Name: "prior", Usage: "fall back to the prior for a cell the matrix lacks"},
 		},
 		Action: func(c *cli.Context) error {
-			thr := profiles.Default()
+			var thr optimizer.Throughputs
 			gpuType := c.String("gpu-type")
 			if c.IsSet("throughputs") || c.Bool("embedded") {
 				var err error

@@ -14,7 +14,6 @@ import (
 	_ "github.com/mattn/go-sqlite3" // TestStateDatabaseLost checkpoints the database itself
 
 	"github.com/hadar-sched/hadar/internal/e2eutil"
-	"github.com/hadar-sched/hadar/slurm"
 )
 
 // checkNoDoubleActions checks the daemon's own record: no successful
@@ -647,15 +646,4 @@ func TestFailOpenOnStop(t *testing.T) {
 	d.assertHealthyLog()
 	record(t, "SIGTERM with %d held jobs: all released %dms after the signal (poll interval 1s), exit 0; 3 jobs submitted after the stop stayed held until --release-all; all %d COMPLETED under Slurm alone",
 		held, allReleased.Milliseconds(), len(ids))
-}
-
-// nodesHadarUses counts the GPU nodes of the test cluster.
-func nodesHadarUses(t *testing.T) int {
-	n := 0
-	for _, x := range nodes(t) {
-		if len(slurm.GPUsByType(x.Gres)) > 0 {
-			n++
-		}
-	}
-	return n
 }

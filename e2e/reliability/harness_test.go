@@ -285,17 +285,6 @@ func queue(t *testing.T) []slurm.Job {
 	}
 }
 
-// nodes lists the nodes with hadar's own node query and parser.
-func nodes(t *testing.T) []slurm.Node {
-	t.Helper()
-	out := mustRun(t, slurm.NodeQueryArgs[0], slurm.NodeQueryArgs[1:]...)
-	ns, errs := slurm.ParseNodes(strings.NewReader(out))
-	if len(errs) > 0 {
-		t.Errorf("parsing nodes: %v", errs)
-	}
-	return ns
-}
-
 func byID(jobs []slurm.Job) map[string]slurm.Job {
 	m := map[string]slurm.Job{}
 	for _, j := range jobs {
@@ -506,12 +495,11 @@ type daemon struct {
 	shims   string
 	cfg     daemonConfig
 
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	done    chan struct{}
-	exit    error
-	starts  []time.Time
-	stopped bool
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	done   chan struct{}
+	exit   error
+	starts []time.Time
 	// parsed log
 	logOff  int64
 	entries []logEntry

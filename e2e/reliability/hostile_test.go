@@ -116,8 +116,7 @@ func TestHostileInput(t *testing.T) {
 	// The unprivileged user's own tagged job: held, and out of its reach.
 	mine := tc.submit(job{Comment: ok, GPUs: 1, Seconds: 12, Name: "users-own", User: testUser})
 	all = append(all, mine)
-	var uheld string
-	uheld = tc.submit(job{GPUs: 1, Seconds: 2, Name: "users-untagged-held", User: testUser, Extra: []string{"--hold"}})
+	uheld := tc.submit(job{GPUs: 1, Seconds: 2, Name: "users-untagged-held", User: testUser, Extra: []string{"--hold"}})
 	time.Sleep(time.Second)
 	q := byID(queue(t))
 	if !isHeld(q[mine]) {

@@ -20,17 +20,16 @@ var Nodes = []struct {
 }
 
 type job struct {
-	id       string
-	tagged   bool
-	model    string
-	node     string
-	gpus     int
-	submit   time.Duration // after the start of the history
-	start    time.Duration
-	end      time.Duration
-	moveTo   string // migrated at moveAt
-	moveAt   time.Duration
-	resubmit bool
+	id     string
+	tagged bool
+	model  string
+	node   string
+	gpus   int
+	submit time.Duration // after the start of the history
+	start  time.Duration
+	end    time.Duration
+	moveTo string // migrated at moveAt
+	moveAt time.Duration
 }
 
 // Jobs of the made-up history: hadar jobs on the fast types first, an
