@@ -312,7 +312,7 @@ func planCommand() *cli.Command {
 			"config if there is one (--config; defaults otherwise) and works on a throwaway copy of the\n" +
 			"daemon's databases, so it never writes to them and never changes anything in Slurm. Like\n" +
 			"every Slurm client it finds the cluster through SLURM_CONF and PATH.",
-		Flags: dryRoundFlags(),
+		Flags: append(dryRoundFlags(), &cli.StringFlag{Name: "job", Usage: "only this job's decision and its earliest expected start (like sbatch --test-only)"}),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return fmt.Errorf("plan: unexpected arguments: %s", strings.Join(c.Args().Slice(), " "))
@@ -320,6 +320,23 @@ func planCommand() *cli.Command {
 			dr, err := runDryRound(c)
 			if err != nil {
 				return fmt.Errorf("plan: %w", err)
+			}
+			if id := c.String("job"); id != "" {
+				at, why := expectedStart(dr.Report, id)
+				out := planJobOutput{Job: id, Why: why}
+				if !at.IsZero() {
+					out.Start = at.UTC().Format(time.RFC3339)
+					out.InSeconds = max(0, at.Sub(dr.Report.Started).Seconds())
+				}
+				if c.Bool("json") {
+					return json.NewEncoder(c.App.Writer).Encode(out)
+				}
+				when := "unknown"
+				if out.Start != "" {
+					when = at.Local().Format(time.DateTime) + fmt.Sprintf(" (in %s)", time.Duration(out.InSeconds*float64(time.Second)).Round(time.Second))
+				}
+				fmt.Fprintf(c.App.Writer, "job %s: expected start %s: %s\n", printable(id), when, why)
+				return nil
 			}
 			out := buildPlan(dr)
 			if c.Bool("json") {
@@ -331,6 +348,16 @@ func planCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// planJobOutput is `hadar plan --job ID --json`.
+type planJobOutput struct {
+	Job string `json:"job"`
+	// Start is the earliest expected start (RFC 3339), "" when unknown;
+	// InSeconds the time to it from the round.
+	Start     string  `json:"start,omitempty"`
+	InSeconds float64 `json:"in_seconds,omitempty"`
+	Why       string  `json:"why"`
 }
 
 // buildPlan is the pure part of `hadar plan`.

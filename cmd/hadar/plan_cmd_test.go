@@ -476,3 +476,50 @@ func TestPlanPolicyAndErrors(t *testing.T) {
 		t.Errorf("printed %q on failure", out)
 	}
 }
+
+// TestPlanJobExpectedStart: with every GPU taken by running hadar jobs,
+// plan --job gives a waiting job the end of the running job that frees
+// room for it first, as sbatch --test-only would; a job placed now starts now.
+func TestPlanJobExpectedStart(t *testing.T) {
+	isolate(t)
+	nodes := demoNodes(t, map[string]int{"node1": 4, "node2": 4, "node3": 4, "node4": 4, "node5": 4})
+	jobs := []qjob{
+		{id: "1", state: "RUNNING", comment: "hadar model=a3c steps=100000", gres: "gres:gpu:4", nodes: "node1", used: time.Minute},
+		{id: "2", state: "RUNNING", comment: "hadar model=a3c steps=200000", gres: "gres:gpu:4", nodes: "node2", used: time.Minute},
+		{id: "3", state: "RUNNING", comment: "hadar model=a3c steps=300000", gres: "gres:gpu:4", nodes: "node3", used: time.Minute},
+		{id: "4", state: "RUNNING", comment: "hadar model=a3c steps=400000", gres: "gres:gpu:4", nodes: "node4", used: time.Minute},
+		{id: "5", state: "RUNNING", comment: "hadar model=a3c steps=500000", gres: "gres:gpu:4", nodes: "node5", used: time.Minute},
+		{id: "6", reason: "JobHeldUser", comment: "hadar model=a3c steps=1000", gres: "gres:gpu:4"},
+	}
+	r := fakeSlurm(nodes, jobs...)
+	out, stderr, err := runCLI(t, r, "plan", "--job", "6", "--json")
+	if err != nil {
+		t.Fatalf("plan --job: %v\n%s", err, stderr)
+	}
+	var p planJobOutput
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Start == "" || p.InSeconds <= 0 || !strings.Contains(p.Why, "running jobs end") {
+		t.Errorf("plan --job 6 = %+v, want a start when job 1 (the shortest) ends", p)
+	}
+	// Job 1 frees node1 first: 100,000 steps at a3c's 4-GPU v100 rate.
+	r2 := fakeSlurm(nodes, jobs[1:]...)
+	out, _, err = runCLI(t, r2, "plan", "--job", "6", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var later planJobOutput
+	if err := json.Unmarshal([]byte(out), &later); err != nil {
+		t.Fatal(err)
+	}
+	if later.InSeconds <= p.InSeconds {
+		t.Errorf("without job 1 the start is %.0fs away, with it %.0fs; want later without it", later.InSeconds, p.InSeconds)
+	}
+	// With room now, the round places it: it starts now.
+	r3 := fakeSlurm(demoNodes(t, nil), jobs[5])
+	out, _, err = runCLI(t, r3, "plan", "--job", "6")
+	if err != nil || !strings.Contains(out, "placed this round") {
+		t.Errorf("plan --job 6 on an idle cluster: %v %q", err, out)
+	}
+}
