@@ -30,7 +30,10 @@ type statusOutput struct {
 // jobFilter is squeue's job selection: -u/--user, --me, -j/--jobs,
 // -t/--states (each a comma-separated list; empty: all).
 type jobFilter struct {
-	users, ids, states map[string]bool
+	users, ids, states, partitions map[string]bool
+	// partitionOf is each job's partition list (from scontrol show job),
+	// read only when -p is given.
+	partitionOf map[string]string
 }
 
 func newJobFilter(c *cli.Context) (jobFilter, error) {
@@ -49,7 +52,8 @@ func newJobFilter(c *cli.Context) (jobFilter, error) {
 		}
 		return out
 	}
-	f := jobFilter{users: set(c.String("user"), false), ids: set(c.String("jobs"), false), states: set(c.String("states"), true)}
+	f := jobFilter{users: set(c.String("user"), false), ids: set(c.String("jobs"), false), states: set(c.String("states"), true),
+		partitions: set(c.String("partition"), false)}
 	if c.Bool("me") {
 		u, err := user.Current()
 		if err != nil {
@@ -70,9 +74,13 @@ func newJobFilter(c *cli.Context) (jobFilter, error) {
 }
 
 func (f jobFilter) keep(j slurm.Job) bool {
+	inPartition := f.partitions == nil
+	for _, p := range strings.Split(f.partitionOf[j.ID()], ",") {
+		inPartition = inPartition || f.partitions[p]
+	}
 	return (f.users == nil || f.users[j.User]) &&
 		(f.ids == nil || f.ids[j.ID()] || f.ids[j.JobID] || f.ids[j.ArrayJobID]) &&
-		(f.states == nil || f.states[j.State])
+		(f.states == nil || f.states[j.State]) && inPartition
 }
 
 type statusNode struct {
@@ -121,6 +129,7 @@ func statusCommand() *cli.Command {
 			&cli.BoolFlag{Name: "me", Usage: "only your own jobs, as squeue --me"},
 			&cli.StringFlag{Name: "jobs", Aliases: []string{"j"}, Usage: "only these job ids (comma-separated; an array id selects its tasks), as squeue -j"},
 			&cli.StringFlag{Name: "states", Aliases: []string{"t"}, Usage: "only jobs in these states (PD, R, ... or PENDING, RUNNING, ...), as squeue -t"},
+			&cli.StringFlag{Name: "partition", Aliases: []string{"p"}, Usage: "only jobs of these partitions (comma-separated), as squeue -p"},
 			&cli.BoolFlag{Name: "noheader", Usage: "print no header lines, as squeue --noheader"},
 			&cli.StringFlag{Name: "spool", EnvVars: []string{"HADAR_SPOOL"}, Value: bridge.DefaultSpoolDir, Usage: "hadar-slurmd's spool_dir, where its status file says whether it runs"},
 			&cli.StringFlag{Name: "slurm-bin-dir", EnvVars: []string{"HADAR_SLURM_BIN_DIR"}, Usage: "directory of the Slurm client binaries (default: PATH)"},
@@ -138,6 +147,16 @@ func statusCommand() *cli.Command {
 			filter, err := newJobFilter(c)
 			if err != nil {
 				return fmt.Errorf("status: %w", err)
+			}
+			if filter.partitions != nil {
+				details, err := client.JobDetails(c.Context)
+				if err != nil {
+					return fmt.Errorf("status: -p: %w", err)
+				}
+				filter.partitionOf = map[string]string{}
+				for id, d := range slurm.JoinDetails(jobs, details) {
+					filter.partitionOf[id] = d.Partition
+				}
 			}
 			var kept []slurm.Job
 			for _, j := range jobs {

@@ -131,3 +131,31 @@ func TestStatusFilters(t *testing.T) {
 		t.Errorf("--noheader printed headers:\n%s", out)
 	}
 }
+
+// TestStatusPartitionFilter: -p selects jobs by partition, read from
+// scontrol show job (squeue's line has none).
+func TestStatusPartitionFilter(t *testing.T) {
+	isolate(t)
+	nodes := demoNodes(t, map[string]int{})
+	jobs := []qjob{
+		{id: "1", user: "alice", state: "RUNNING", gres: "gres:gpu:1", nodes: "node1"},
+		{id: "2", user: "bob", reason: "JobHeldUser", comment: "hadar model=a3c steps=10", gres: "gres:gpu:1"},
+	}
+	r := fakeSlurm(nodes, jobs...)
+	detail := func(id, user, state, part, comment string) string {
+		return "JobId=" + id + " JobName=wrap UserId=" + user + "(1001) GroupId=g(1001) JobState=" + state +
+			" Reason=None Partition=" + part + " NumNodes=1 Comment=" + comment + "\n"
+	}
+	r.Set(slurm.JobDetailQueryArgs, []byte(detail("1", "alice", "RUNNING", "debug", "(null)")+detail("2", "bob", "PENDING", "gpu,big", "hadar model=a3c steps=10")), nil)
+	out, stderr, err := runCLI(t, r, "status", "--json", "--spool", t.TempDir(), "-p", "big")
+	if err != nil {
+		t.Fatalf("status -p: %v\n%s", err, stderr)
+	}
+	var st statusOutput
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Jobs) != 1 || st.Jobs[0].ID != "2" {
+		t.Errorf("status -p big: jobs %+v, want only job 2", st.Jobs)
+	}
+}
