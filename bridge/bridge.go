@@ -185,6 +185,7 @@ func New(cfg Config, deps Deps) (*Bridge, error) {
 		st.Close()
 		return nil, fmt.Errorf("state database: %w", err)
 	}
+	b.loadPolicyState(ctx, cfg.Policy, b.policy)
 	return b, nil
 }
 
@@ -202,6 +203,31 @@ func lookupUID(name string) (int, error) {
 
 // Close closes the state database.
 func (b *Bridge) Close() error { return b.state.Close() }
+
+// loadPolicyState restores the policy's bookkeeping from the state
+// database (a fresh policy if there is none or it does not load).
+func (b *Bridge) loadPolicyState(ctx context.Context, name string, pol optimizer.Policy) {
+	saved, err := b.state.PolicyState(ctx, name)
+	if err == nil {
+		err = optimizer.LoadState(pol, saved)
+	}
+	if err != nil {
+		b.log.Warn("policy state not restored; the policy starts afresh", "policy", name, "err", err)
+	} else if saved != nil {
+		b.log.Info("policy state restored", "policy", name, "bytes", len(saved))
+	}
+}
+
+// savePolicyState stores the policy's bookkeeping after a round.
+func (b *Bridge) savePolicyState(ctx context.Context, log *slog.Logger, name string, pol optimizer.Policy, round int64) {
+	st, ok, err := optimizer.SaveState(pol)
+	if err == nil && ok {
+		err = b.state.SavePolicyState(ctx, name, round, st, b.deps.Clock.Now())
+	}
+	if err != nil {
+		log.Warn("could not save the policy's state", "policy", name, "err", err)
+	}
+}
 
 // status is the daemon's identity for StatusFile.
 func (b *Bridge) status(cfg Config) DaemonStatus {
@@ -249,6 +275,7 @@ func (b *Bridge) Reload(cfg Config) ([]string, error) {
 		if perr != nil {
 			return nil, perr
 		}
+		b.loadPolicyState(context.Background(), cfg.Policy, pol)
 		b.policy = pol
 	}
 	b.cfg = cfg
@@ -391,6 +418,9 @@ func (b *Bridge) Cycle(ctx context.Context) (RoundReport, error) {
 	}
 	if err := b.state.WriteRound(ctx, w); err != nil {
 		log.Error("could not record the round", "err", err)
+	}
+	if !cfg.DryRun {
+		b.savePolicyState(ctx, log, cfg.Policy, policy, rep.Number)
 	}
 	if err := b.state.RecordHistory(ctx, rep); err != nil {
 		log.Warn("could not record the round's history", "err", err)

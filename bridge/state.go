@@ -89,6 +89,38 @@ var stateMigrations = []string{
 	);`,
 	// 2: history of GPUs, queue and job runs, for `hadar history` (history.go).
 	historySchema,
+	// 3: the policy's bookkeeping between rounds (optimizer.StatefulPolicy),
+	// so a restart, hadar plan and hadar explain plan as the daemon does.
+	`CREATE TABLE policy_state (
+		policy   TEXT PRIMARY KEY,
+		round    INTEGER NOT NULL,
+		state    BLOB NOT NULL,
+		saved_at TEXT NOT NULL
+	);`,
+}
+
+// PolicyState returns the saved state of the named policy (nil if none).
+func (s *State) PolicyState(ctx context.Context, policy string) ([]byte, error) {
+	var b []byte
+	err := s.db.QueryRowContext(ctx, `SELECT state FROM policy_state WHERE policy = ?`, policy).Scan(&b)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state database: policy state: %w", err)
+	}
+	return b, nil
+}
+
+// SavePolicyState stores the named policy's state after round.
+func (s *State) SavePolicyState(ctx context.Context, policy string, round int64, state []byte, at time.Time) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO policy_state (policy, round, state, saved_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (policy) DO UPDATE SET round = excluded.round, state = excluded.state, saved_at = excluded.saved_at`,
+		policy, round, state, fmtTime(at))
+	if err != nil {
+		return fmt.Errorf("state database: policy state: %w", err)
+	}
+	return nil
 }
 
 // State is the bridge's SQLite database (state.db in the data dir): the

@@ -1,12 +1,15 @@
 package bridge
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hadar-sched/hadar/optimizer"
 )
 
 func TestStatusFileLiveness(t *testing.T) {
@@ -117,5 +120,32 @@ func TestStatusOfAnotherCluster(t *testing.T) {
 	t.Setenv("SLURM_CONF", "/tmp/other/slurm.conf")
 	if _, err := ReadStatus(dir); !errors.Is(err, ErrOtherCluster) {
 		t.Fatalf("another cluster's status: %v, want ErrOtherCluster", err)
+	}
+}
+
+// TestPolicyStateSurvivesRestart: the daemon's policy bookkeeping is in
+// state.db, so a restarted daemon (and hadar plan on a copy) starts from it.
+func TestPolicyStateSurvivesRestart(t *testing.T) {
+	h := newHarness(t, nil)
+	for i := range 6 {
+		h.fc.submit(resnet, 4, 1, t0.Add(time.Duration(i)*time.Second))
+	}
+	b := h.bridge()
+	for range 2 {
+		h.cycle(b)
+		h.clock.advance(time.Minute)
+	}
+	saved, err := b.state.PolicyState(context.Background(), "hadar")
+	if err != nil || len(saved) == 0 {
+		t.Fatalf("no hadar state in state.db: %v", err)
+	}
+	b.Close()
+	b2 := h.bridge()
+	got, _, err := optimizer.SaveState(b2.policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(saved) {
+		t.Errorf("restarted policy state\n%s\nwant the saved\n%s", got, saved)
 	}
 }
