@@ -469,8 +469,7 @@ func TestMigrationAndProgress(t *testing.T) {
 		t.Fatalf("decisions: %+v", rep.Decisions)
 	}
 	calls := h.fc.Calls()
-	want := []string{"RequeueHold " + id, "PlaceOnNodes " + id + " node", "UpdateJobs " + id + " StartTime=now", "Release " + id,
-		"SetAdminComment " + id + ` "hadar: placed by hadar on`}
+	want := []string{"RequeueHold " + id, "PlaceOnNodes " + id + " node", "UpdateJobs " + id + " StartTime=now AdminComment=hadar: placed", "Release " + id}
 	if len(calls) != len(want) {
 		t.Fatalf("calls: %v", calls)
 	}

@@ -117,7 +117,7 @@ func TestCopiesPlacedOnDistinctNodes(t *testing.T) {
 		"scontrol update JobId=40_0 NodeList=v1",
 		"scontrol update JobId=40_1 NodeList=v2",
 		"scontrol update JobId=40_2 NodeList=k1",
-		"scontrol update JobId=40_0,40_1,40_2 StartTime=now",
+		"scontrol update JobId=40_0,40_1,40_2 StartTime=now" + placedSuffix,
 		"scontrol release 40_0,40_1,40_2",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {

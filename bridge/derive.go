@@ -67,7 +67,8 @@ const (
 	ActRequeueHold ActionKind = "requeuehold"
 	// ActPlace: scontrol update JobId=a NodeList=<Nodes> (one job).
 	ActPlace ActionKind = "place"
-	// ActStartNow: scontrol update JobId=a,b StartTime=now.
+	// ActStartNow: scontrol update JobId=a,b StartTime=now (and
+	// AdminComment=<Text>, when set).
 	ActStartNow ActionKind = "start-now"
 	// ActRelease: scontrol release a,b.
 	ActRelease ActionKind = "release"
@@ -101,6 +102,9 @@ func (a Action) String() string {
 	case ActPlace:
 		return fmt.Sprintf("scontrol update JobId=%s NodeList=%s", ids, strings.Join(a.Nodes, ","))
 	case ActStartNow:
+		if a.Text != "" {
+			return fmt.Sprintf("scontrol update JobId=%s StartTime=now AdminComment=%q", ids, a.Text)
+		}
 		return fmt.Sprintf("scontrol update JobId=%s StartTime=now", ids)
 	case ActAwaitStart:
 		return fmt.Sprintf("squeue until jobs %s are not pending (started, held or gone)", ids)
@@ -483,7 +487,7 @@ func (r *deriver) actions(rehold, kick []string) {
 	}
 	if start := append(append([]string(nil), places...), kick...); len(start) > 0 {
 		sort.Strings(start)
-		d.Actions = append(d.Actions, Action{Kind: ActStartNow, JobIDs: start})
+		d.Actions = append(d.Actions, Action{Kind: ActStartNow, JobIDs: start, Text: PlacedComment})
 	}
 	if len(places) > 0 {
 		d.Actions = append(d.Actions, Action{Kind: ActRelease, JobIDs: places})
@@ -519,11 +523,10 @@ func WaitingComment(types []string) string {
 	return fmt.Sprintf("hadar: waiting for %s (held by hadar, not by you); `hadar explain JOBID` says why", what)
 }
 
-// PlacedComment is the AdminComment of a job hadar placed, one text per
-// GPU type for the same reason.
-func PlacedComment(gpuType string) string {
-	return fmt.Sprintf("hadar: placed by hadar on %s GPUs", gpuType)
-}
+// PlacedComment is the AdminComment of a job hadar placed or started: one
+// text for all, set in the same scontrol update as their StartTime=now, so
+// it costs no command of its own.
+const PlacedComment = "hadar: placed by hadar-slurmd; `hadar explain JOBID` says where and why"
 
 // statusComments keep the admin comment of hadar's waiting and placed jobs
 // saying what hadar does with them: one update per distinct text, only for
@@ -552,8 +555,6 @@ func statusComments(v *View, s *optimizer.Snapshot, decisions []Decision) []Acti
 				}
 			}
 			text = WaitingComment(types)
-		case DecidePlace, DecideMigrate:
-			text = PlacedComment(dec.GPUType)
 		default:
 			continue
 		}

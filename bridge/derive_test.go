@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,10 @@ import (
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
 // testMatrix: model "m" runs 3x faster on v100 than on k80; "p" has no rates.
+// placedSuffix is what the start-now update of placed jobs adds: their
+// admin comment, set in the same command.
+var placedSuffix = " AdminComment=" + strconv.Quote(PlacedComment)
+
 func testMatrix() optimizer.Throughputs {
 	tp := optimizer.Throughputs{}
 	tp.Set("m", "v100", 1, 3)
@@ -94,7 +99,7 @@ func TestDerive(t *testing.T) {
 			want: []string{
 				"scontrol update JobId=1 NodeList=v1",
 				"scontrol update JobId=2 NodeList=k1",
-				"scontrol update JobId=1,2 StartTime=now",
+				"scontrol update JobId=1,2 StartTime=now" + placedSuffix,
 				"scontrol release 1,2",
 			},
 			kinds: map[string]DecisionKind{"1": DecidePlace, "2": DecidePlace, "3": DecideWait},
@@ -124,7 +129,7 @@ func TestDerive(t *testing.T) {
 			want: []string{
 				"scontrol requeuehold 1",
 				"scontrol update JobId=1 NodeList=v1",
-				"scontrol update JobId=1 StartTime=now",
+				"scontrol update JobId=1 StartTime=now" + placedSuffix,
 				"scontrol release 1",
 			},
 			kinds: map[string]DecisionKind{"1": DecideMigrate},
@@ -144,7 +149,7 @@ func TestDerive(t *testing.T) {
 			plan:  plan{"2": {task("v1", "v100", 4)}},
 			want: []string{
 				"scontrol update JobId=2 NodeList=k1",
-				"scontrol update JobId=2 StartTime=now",
+				"scontrol update JobId=2 StartTime=now" + placedSuffix,
 				"scontrol release 2",
 			},
 			kinds: map[string]DecisionKind{"1": DecideKeep, "2": DecidePlace},
@@ -158,7 +163,7 @@ func TestDerive(t *testing.T) {
 			want: []string{
 				"scontrol requeuehold 1",
 				"scontrol update JobId=2 NodeList=v1",
-				"scontrol update JobId=2 StartTime=now",
+				"scontrol update JobId=2 StartTime=now" + placedSuffix,
 				"scontrol release 2",
 			},
 			kinds: map[string]DecisionKind{"1": DecidePreempt, "2": DecidePlace},
@@ -195,7 +200,7 @@ func TestDerive(t *testing.T) {
 			plan: plan{"1": {task("v1", "v100", 2), task("v2", "v100", 2)}},
 			want: []string{
 				"scontrol update JobId=1 NodeList=v1",
-				"scontrol update JobId=1 StartTime=now",
+				"scontrol update JobId=1 StartTime=now" + placedSuffix,
 				"scontrol release 1",
 			},
 			kinds: map[string]DecisionKind{"1": DecidePlace},
@@ -213,7 +218,7 @@ func TestDerive(t *testing.T) {
 			plan: plan{"1": {task("v1", "v100", 2), task("v2", "v100", 2)}},
 			want: []string{
 				"scontrol update JobId=1 NodeList=v1,v2",
-				"scontrol update JobId=1 StartTime=now",
+				"scontrol update JobId=1 StartTime=now" + placedSuffix,
 				"scontrol release 1",
 			},
 			kinds: map[string]DecisionKind{"1": DecidePlace},
@@ -237,7 +242,7 @@ func TestDerive(t *testing.T) {
 			placed: map[string]Placed{"1": {Nodes: []string{"v1"}, ReleasedAt: t0}, "2": {Nodes: []string{"v2"}, ReleasedAt: t0}},
 			ranOn:  map[string][]string{"1": {"k1"}}, // migrated from k1 to v1
 			plan:   plan{},
-			want:   []string{"scontrol update JobId=1 StartTime=now"},
+			want:   []string{"scontrol update JobId=1 StartTime=now" + placedSuffix},
 			kinds:  map[string]DecisionKind{"1": DecideStartNow},
 		},
 		{

@@ -138,6 +138,9 @@ func (e *Executor) run(ctx context.Context, a Action, ids []string) error {
 		}
 		return c.PlaceOnNodes(ctx, ids[0], a.Nodes)
 	case ActStartNow:
+		if a.Text != "" {
+			return c.UpdateJobs(ctx, ids, "StartTime=now", "AdminComment="+slurm.SanitizeComment(a.Text, slurm.MaxAdminComment))
+		}
 		return c.UpdateJobs(ctx, ids, "StartTime=now")
 	case ActRelease:
 		return c.Release(ctx, ids...)

@@ -373,7 +373,14 @@ func (f *fakeCluster) UpdateJobs(ctx context.Context, ids []string, kv ...string
 	if err := f.record(fmt.Sprintf("UpdateJobs %s %s", strings.Join(ids, ","), strings.Join(kv, " "))); err != nil {
 		return err
 	}
-	return f.forEach("UpdateJobs", ids, func(j *fakeJob) error { return nil })
+	return f.forEach("UpdateJobs", ids, func(j *fakeJob) error {
+		for _, x := range kv {
+			if v, ok := strings.CutPrefix(x, "AdminComment="); ok {
+				j.admin = v
+			}
+		}
+		return nil
+	})
 }
 
 func (f *fakeCluster) Release(ctx context.Context, ids ...string) error {

@@ -126,7 +126,7 @@ func TestMetricsAfterRounds(t *testing.T) {
 		`hadar_slurm_actions_total{kind="place",result="ok"}`:          3,
 		`hadar_slurm_actions_total{kind="release",result="ok"}`:        2, // placed jobs, then the passed-through one
 		`hadar_slurm_actions_total{kind="await-start",result="ok"}`:    1,
-		`hadar_slurm_actions_total{kind="comment",result="ok"}`:        2, // the pass-through's, and "placed by hadar on v100 GPUs" for the placed jobs (one per text)
+		`hadar_slurm_actions_total{kind="comment",result="ok"}`:        1, // the pass-through's (placed jobs get theirs in the start-now update)
 		`hadar_slurm_errors_total{class="controller_down"}`:            1,
 		`hadar_throughput_samples_total`:                               1,
 		`hadar_round_duration_seconds_bucket{phase="solve",le="+Inf"}`: 3,

@@ -42,7 +42,7 @@ func TestDerivePassThroughAfterPlacements(t *testing.T) {
 			want: []string{
 				"scontrol update JobId=1 NodeList=v1",
 				"scontrol update JobId=3 NodeList=k1",
-				"scontrol update JobId=1,3 StartTime=now",
+				"scontrol update JobId=1,3 StartTime=now" + placedSuffix,
 				"scontrol release 1,3",
 				"squeue until jobs 1,3 are not pending (started, held or gone)",
 				bad,
@@ -57,7 +57,7 @@ func TestDerivePassThroughAfterPlacements(t *testing.T) {
 			params: timeout,
 			want: []string{
 				"scontrol update JobId=1 NodeList=v1",
-				"scontrol update JobId=1 StartTime=now",
+				"scontrol update JobId=1 StartTime=now" + placedSuffix,
 				"scontrol release 1",
 				"squeue until jobs 1 are not pending (started, held or gone)",
 				bad,
@@ -119,7 +119,7 @@ func TestDerivePassThroughAfterPlacements(t *testing.T) {
 			name:  "no pass-through: no await",
 			jobs:  []slurm.Job{sJob("1", tag, "PD", 4, 1)},
 			plan:  map[string][]optimizer.Task{"1": {task("v1", "v100", 4)}},
-			want:  []string{"scontrol update JobId=1 NodeList=v1", "scontrol update JobId=1 StartTime=now", "scontrol release 1"},
+			want:  []string{"scontrol update JobId=1 NodeList=v1", "scontrol update JobId=1 StartTime=now" + placedSuffix, "scontrol release 1"},
 			kinds: map[string]DecisionKind{"1": DecidePlace},
 		},
 	}

@@ -80,7 +80,7 @@ func TestWaitingJobsSayHadarHoldsThem(t *testing.T) {
 				t.Errorf("waiting job %s: admin comment %q", id, j.admin)
 			}
 		case "RUNNING":
-			if !strings.HasPrefix(j.admin, "hadar: placed by hadar on ") {
+			if j.admin != PlacedComment {
 				t.Errorf("running job %s: admin comment %q", id, j.admin)
 			}
 		}

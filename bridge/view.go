@@ -141,8 +141,8 @@ func (n NodeView) AvailableCPUs() (int, bool) {
 	if n.CPUTot <= 0 {
 		return 0, true
 	}
-	a := n.CPUTot - (n.CPUAlloc - n.HadarCPUs) - n.ReservedCPUs
-	return max(a, 0), a > 0
+	a := max(n.CPUTot-(n.CPUAlloc-n.HadarCPUs)-n.ReservedCPUs, n.HadarCPUs)
+	return max(a, 0), a > 0 || n.Hadar > 0
 }
 
 // AvailableMem is AvailableCPUs for memory (MB).
@@ -150,8 +150,8 @@ func (n NodeView) AvailableMem() (int64, bool) {
 	if n.MemTot <= 0 {
 		return 0, true
 	}
-	a := n.MemTot - (n.MemAlloc - n.HadarMem) - n.ReservedMem
-	return max(a, 0), a > 0
+	a := max(n.MemTot-(n.MemAlloc-n.HadarMem)-n.ReservedMem, n.HadarMem)
+	return max(a, 0), a > 0 || n.Hadar > 0
 }
 
 // Available is the number of GPUs the policy may hand out on the node:
@@ -161,7 +161,11 @@ func (n NodeView) Available() int {
 		return 0
 	}
 	a := n.Total - (n.Used - n.Hadar) - n.Reserved
-	return max(0, min(a, n.Total))
+	// The GPUs of hadar's running jobs are always the policy's to hand
+	// out: a launching job that started between squeue and scontrol show
+	// node is counted in Used and in Reserved, and must not push a node
+	// with running hadar jobs out of the round.
+	return max(0, n.Hadar, min(a, n.Total))
 }
 
 // View is one round's observation, classified.

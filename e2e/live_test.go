@@ -234,12 +234,12 @@ func TestLiveSite(t *testing.T) {
 		if !ok {
 			t.Errorf("%s (job %s) ran on %q, want one of %v", name, jobs[name], got, allowed)
 		}
-		if a := admin(jobs[name]); !strings.HasPrefix(a, "hadar: placed by hadar on") {
+		if a := admin(jobs[name]); !strings.HasPrefix(a, "hadar: placed by hadar-slurmd") {
 			t.Errorf("%s (job %s): AdminComment %q, want hadar's placement", name, jobs[name], a)
 		}
 	}
 	for _, name := range []string{"--gpus=2", "no steps=, model from the job name"} {
-		if a := admin(jobs[name]); !strings.HasPrefix(a, "hadar: placed by hadar on") {
+		if a := admin(jobs[name]); !strings.HasPrefix(a, "hadar: placed by hadar-slurmd") {
 			t.Errorf("%s (job %s): AdminComment %q, want hadar's placement", name, jobs[name], a)
 		}
 	}

@@ -368,7 +368,7 @@ func TestUserCommands(t *testing.T) {
 	}
 	// A typed request is a constraint: placed, on its type only.
 	for id, want := range map[string]string{bad: `AdminComment=hadar: bad hadar tag: steps: "-10": want a number > 0; released to Slurm's scheduler`,
-		typed: "AdminComment=hadar: placed by hadar on", good: "AdminComment=hadar: placed by hadar on"} {
+		typed: "AdminComment=hadar: placed by hadar-slurmd", good: "AdminComment=hadar: placed by hadar-slurmd"} {
 		out := must(t, slurmConf, "scontrol", "show", "job", id)
 		if !strings.Contains(out, want) {
 			t.Errorf("scontrol show job %s lacks %q:\n%s", id, want, out)

@@ -96,9 +96,13 @@ func Check(s *Snapshot, p *Plan) error {
 			return err
 		}
 	}
+	capacity := map[string]int{}
+	for _, n := range s.Nodes {
+		capacity[nodeKey(n.Name, n.Type)] += n.GPUs
+	}
 	for i := range s.Jobs {
 		j := &s.Jobs[i]
-		if j.NoStop && len(j.Current) > 0 && len(p.Assignments[j.ID]) == 0 {
+		if j.NoStop && keepable(j, capacity) && len(p.Assignments[j.ID]) == 0 {
 			return fmt.Errorf("%w: job %s may not be stopped, and the plan stops it", ErrInvariant, j.ID)
 		}
 	}

@@ -36,19 +36,19 @@ func (g guarded) Plan(s *Snapshot) (*Plan, error) {
 // the one place the site's "no preemption" is enforced, for every policy,
 // so the simulator and the daemon see the same plans. plan is modified.
 func KeepNoStop(s *Snapshot, plan *Plan) *Plan {
+	capacity := map[string]int{}
+	for _, n := range s.Nodes {
+		capacity[nodeKey(n.Name, n.Type)] += n.GPUs
+	}
 	var restore []*Job
 	for i := range s.Jobs {
 		j := &s.Jobs[i]
-		if j.NoStop && len(j.Current) > 0 && len(plan.Assignments[j.ID]) == 0 {
+		if j.NoStop && len(plan.Assignments[j.ID]) == 0 && keepable(j, capacity) {
 			restore = append(restore, j)
 		}
 	}
 	if len(restore) == 0 {
 		return plan
-	}
-	capacity := map[string]int{}
-	for _, n := range s.Nodes {
-		capacity[nodeKey(n.Name, n.Type)] += n.GPUs
 	}
 	used := map[string]int{}
 	for _, tasks := range plan.Assignments {
@@ -95,4 +95,22 @@ func KeepNoStop(s *Snapshot, plan *Plan) *Plan {
 		plan.Assignments[j.ID] = append([]Task(nil), j.Current...)
 	}
 	return plan
+}
+
+// keepable reports whether a job runs now on nodes of the snapshot that
+// can hold it (a node the snapshot leaves out is not the plan's to give).
+func keepable(j *Job, capacity map[string]int) bool {
+	if len(j.Current) == 0 {
+		return false
+	}
+	need := map[string]int{}
+	for _, t := range j.Current {
+		need[nodeKey(t.Node, t.Type)] += t.GPUs
+	}
+	for k, n := range need {
+		if capacity[k] < n {
+			return false
+		}
+	}
+	return true
 }
