@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
 	"strconv"
@@ -311,7 +312,10 @@ func printSimulateMarkdown(w io.Writer, out simulateOutput) {
 
 // fillPrior is sim.PriorFunc with profiles' prior: one fit on what is
 // known, then every job type's row on the GPU types (the median model for a
-// job type the matrix does not know).
+// job type the matrix does not know). The prior's values are rounded to 12
+// significant digits: FitPrior's sums run in map order, so their last bits
+// differ from run to run, and the simulator must give the same plan for the
+// same input.
 func fillPrior(known optimizer.Throughputs, jobTypes, gpuTypes []string) optimizer.Throughputs {
 	p := profiles.FitPrior(known)
 	out := optimizer.Throughputs{}
@@ -326,7 +330,7 @@ func fillPrior(known optimizer.Throughputs, jobTypes, gpuTypes []string) optimiz
 		for gt, byW := range p.Model(jt, gpuTypes) {
 			for w, r := range byW {
 				if _, ok := known[jt][gt][w]; !ok {
-					out.Set(jt, gt, w, r)
+					out.Set(jt, gt, w, roundSignificant(r, 12))
 				}
 			}
 		}
@@ -399,4 +403,16 @@ func forgetTypes(thr optimizer.Throughputs, types []string) optimizer.Throughput
 		}
 	}
 	return out
+}
+
+// roundSignificant rounds x to digits significant digits.
+func roundSignificant(x float64, digits int) float64 {
+	if x == 0 || math.IsInf(x, 0) || math.IsNaN(x) {
+		return x
+	}
+	v, err := strconv.ParseFloat(strconv.FormatFloat(x, 'g', digits, 64), 64)
+	if err != nil {
+		return x
+	}
+	return v
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/urfave/cli/v2"
 
 	"github.com/hadar-sched/hadar/optimizer"
@@ -151,6 +152,22 @@ func TestSimulateFlagErrors(t *testing.T) {
 		app := &cli.App{Name: "hadar", Commands: []*cli.Command{simulateCommand()}, Writer: &out, ErrWriter: &out, ExitErrHandler: func(*cli.Context, error) {}}
 		if err := app.Run(append([]string{"hadar", "simulate", "--throughputs", "lambda", "--cluster", "a100=4"}, args...)); err == nil {
 			t.Errorf("%v: no error", args)
+		}
+	}
+}
+
+// TestSimulateTruthDeterministic: the same flags give the same plan and
+// the same learning log, bit for bit (the prior is refitted many times).
+func TestSimulateTruthDeterministic(t *testing.T) {
+	args := []string{"--throughputs", "lambda", "--truth", "gavel", "--explore", "0.2", "--cluster", "v100=8,p100=8,k80=8", "--policies", "hadar"}
+	first := runSimulateCLI(t, args...).Policies["hadar"]
+	for i := 0; i < 2; i++ {
+		again := runSimulateCLI(t, args...).Policies["hadar"]
+		if diff := cmp.Diff(first.Learning, again.Learning); diff != "" {
+			t.Fatalf("run %d: learning log differs (-first +again):\n%s", i+2, diff)
+		}
+		if again.MakespanS != first.MakespanS || again.AvgJCTS != first.AvgJCTS {
+			t.Fatalf("run %d: makespan %v, avg JCT %v; first %v, %v", i+2, again.MakespanS, again.AvgJCTS, first.MakespanS, first.AvgJCTS)
 		}
 	}
 }
