@@ -1,7 +1,9 @@
 package profiles
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -150,7 +152,10 @@ func FitPrior(measured optimizer.Throughputs) *Prior {
 	byModel := map[string][]point{}
 	for _, jt := range measured.JobTypes() {
 		var pts []point
-		for gt, byW := range measured[jt] {
+		// Sorted, so that the sums below (and the fit) are the same in
+		// every run, to the last bit.
+		for _, gt := range slices.Sorted(maps.Keys(measured[jt])) {
+			byW := measured[jt][gt]
 			s, ok := LookupGPU(gt)
 			if r := byW[1]; ok && r > 0 {
 				pts = append(pts, point{specFeatures(s), math.Log(r)})
@@ -334,7 +339,8 @@ func (p *Prior) oneGPU(jobType, gpuType string) (float64, bool) {
 	target, targetKnown := LookupGPU(gpuType)
 	exps := features(p.Exponents(jobType))
 	sum, wsum := 0.0, 0.0
-	for s, byW := range p.measured[jobType] {
+	for _, s := range slices.Sorted(maps.Keys(p.measured[jobType])) {
+		byW := p.measured[jobType][s]
 		r := byW[1]
 		if s == gpuType || r <= 0 {
 			continue
