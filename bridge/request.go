@@ -164,7 +164,10 @@ func (v *View) readRequest(j *slurm.Job, d *slurm.JobDetail, jv *JobView, in Vie
 		if excluded[n.Name] {
 			continue
 		}
-		if len(partitions) > 0 && !anyIn(n.Partitions, partitions) {
+		// A node whose partitions scontrol does not list is not ruled
+		// out: better a placement Slurm refuses (and hadar takes back)
+		// than every job passed through.
+		if len(partitions) > 0 && len(n.Partitions) > 0 && !anyIn(n.Partitions, partitions) {
 			continue
 		}
 		if d.Features != "" {
