@@ -1,0 +1,33 @@
+// Package slurmsim is an in-memory Slurm: the nodes of a test-cluster layout
+// (contrib/testcluster/layouts), a queue, and the behaviour of Slurm 22.05 as
+// measured on the test cluster (/work docs: slurm-testcluster.md), on a
+// virtual clock. *Cluster has the verbs hadar-slurmd uses (bridge.Cluster:
+// squeue, scontrol show node / show job, update, hold, release,
+// requeuehold) and is a bridge.Clock, so `hadar simulate --layout` runs the
+// daemon's own loop against it, round by round, in virtual time.
+//
+// What it models:
+//
+//   - job_submit.lua: a job whose comment is "hadar" or starts with "hadar "
+//     is held at submission (JobHeldUser).
+//   - scontrol update NodeList= pins a pending job (it then runs exactly
+//     there, or waits); StartTime= sets its begin time; hold and release;
+//     requeuehold puts a running job back to pending held at once, its old
+//     allocation ends Config.RequeueDelay later, and then its begin time is
+//     set Config.EligibleDelay (120 s) on, overriding an earlier
+//     StartTime=now, as 22.05 does.
+//   - Slurm's own scheduling (sched/backfill, select/cons_tres): a pass
+//     Config.SchedDelay after every submission, release, update or job end
+//     starts the pending jobs that are not held, in priority order (FIFO),
+//     until the first that cannot start; backfill (every
+//     Config.BackfillInterval) starts every later job that fits, since jobs
+//     have no time limit. Nodes are chosen as cons_tres does: among the runs
+//     of consecutive usable nodes, the smallest that holds the job, from its
+//     start.
+//   - Jobs that train like contrib/examples/toyjob: Config.StartupDelay after
+//     they start, every Config.Tick (plus Config.TickOverhead) they do
+//     Rate(model, GPU type of their first node, workers) x Tick steps and
+//     report them in the spool's progress files (bridge.ProgressPath's
+//     format), and end when all their steps are done; a requeued job resumes
+//     from its last report. Other jobs run for a fixed time.
+package slurmsim
