@@ -31,9 +31,6 @@ func init() {
 			lastRun: map[string]time.Time{}, offset: map[string]float64{},
 		}
 	})
-	Register("elas", "E-LAS: least attained service weighted by epoch progress (GPUs x fraction of steps done), preemptive, agnostic", func(o Options) Policy {
-		return &ELAS{rng: rand.New(rand.NewPCG(uint64(o.Seed), 0xbf58476d1ce4e5b9))}
-	})
 }
 
 // Name implements Policy.
@@ -75,41 +72,6 @@ func (t *Tiresias) Plan(s *Snapshot) (*Plan, error) {
 	}
 	sort.SliceStable(jobs, func(a, b int) bool { return t.queue(jobs[a]) < t.queue(jobs[b]) })
 	return placeAgnostic(s, jobs, t.rng), nil
-}
-
-// ELAS orders jobs by attained service weighted by their real-time epoch
-// progress rate (Sultana et al., ICPP 2020); only the paper's abstract is
-// public, so the key is pluggable. The default key is
-// attained GPU-seconds x (fraction of steps done / executed seconds), which
-// for a gang job is GPUs x fraction done: jobs that have made the least
-// progress run first.
-type ELAS struct {
-	Key func(j *Job) float64
-	rng *rand.Rand
-}
-
-// Name implements Policy.
-func (e *ELAS) Name() string { return "elas" }
-
-// Plan implements Policy.
-func (e *ELAS) Plan(s *Snapshot) (*Plan, error) {
-	key := e.Key
-	if key == nil {
-		key = func(j *Job) float64 {
-			if j.Executed <= 0 || j.TotalSteps <= 0 {
-				return 0
-			}
-			done := (j.TotalSteps - j.RemainingSteps) / j.TotalSteps
-			return j.Attained * done / j.Executed
-		}
-	}
-	jobs := sortedJobs(s)
-	keys := make(map[string]float64, len(jobs))
-	for _, j := range jobs {
-		keys[j.ID] = key(j)
-	}
-	sort.SliceStable(jobs, func(a, b int) bool { return keys[jobs[a].ID] < keys[jobs[b].ID] })
-	return placeAgnostic(s, jobs, e.rng), nil
 }
 
 // placeAgnostic places whole gangs in the given order, each on one GPU type
