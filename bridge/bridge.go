@@ -806,7 +806,8 @@ func (b *Bridge) enforce(ctx context.Context, log *slog.Logger, cfg Config, der 
 			rep.Results = append(rep.Results, ActionResult{Action: a, Sent: a.JobIDs})
 		}
 	} else {
-		ex := &Executor{Cluster: b.deps.Cluster, Allowed: tagged, Log: log, AwaitInterval: b.awaitInterval, AwaitTries: b.awaitTries}
+		ex := &Executor{Cluster: b.deps.Cluster, Allowed: tagged, Log: log, AwaitInterval: b.awaitInterval, AwaitTries: b.awaitTries,
+			Clock: b.deps.Clock}
 		rep.Results = ex.Execute(ctx, der.Actions)
 		for _, r := range rep.Results {
 			switch {

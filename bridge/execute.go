@@ -55,6 +55,8 @@ type Executor struct {
 	// queue AwaitTries times, AwaitInterval apart (zero: the defaults).
 	AwaitInterval time.Duration
 	AwaitTries    int
+	// Clock times the await-start's looks (default SystemClock).
+	Clock Clock
 }
 
 // Execute runs actions in order and returns one result per action. A
@@ -161,14 +163,16 @@ func (e *Executor) awaitStart(ctx context.Context, ids []string) error {
 	if tries <= 0 {
 		tries = DefaultAwaitTries
 	}
+	clock := e.Clock
+	if clock == nil {
+		clock = SystemClock{}
+	}
 	var pending []string
 	for range tries {
-		t := time.NewTimer(interval)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return ctx.Err()
-		case <-t.C:
+		case <-clock.After(interval):
 		}
 		jobs, err := e.Cluster.Jobs(ctx)
 		if err != nil {

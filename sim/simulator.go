@@ -450,3 +450,17 @@ func isolatedTime(thr optimizer.Throughputs, j *optimizer.Job, capacity map[stri
 	}
 	return j.TotalSteps / rate
 }
+
+// IsolatedJCT is a job's finish-time-fairness reference, as Run computes
+// it: its time to do steps alone on an equal 1/n share of every GPU type of
+// capacity, n being the jobs in the system when it arrived. Other drivers
+// of the same metrics (hadar simulate --daemon) use it.
+func IsolatedJCT(thr optimizer.Throughputs, jobType string, workers int, steps float64, capacity map[string]int, n int) float64 {
+	return isolatedTime(thr, &optimizer.Job{Type: jobType, Workers: workers, TotalSteps: steps}, capacity, max(n, 1))
+}
+
+// BestRate is a job's rate on the fastest GPU type of capacity that can
+// hold it (see Result.IdealGPUSecs).
+func BestRate(thr optimizer.Throughputs, jobType string, workers int, capacity map[string]int) float64 {
+	return bestRate(thr, &optimizer.Job{Type: jobType, Workers: workers}, capacity)
+}

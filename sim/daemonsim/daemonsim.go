@@ -1,0 +1,347 @@
+// Package daemonsim runs a trace through hadar-slurmd's own loop
+// (bridge.Bridge.Run: observe, plan, check, derive, execute) against an
+// in-memory Slurm (slurm/slurmsim) of a test-cluster layout, in virtual
+// time, and through Slurm's own scheduling alone (every job untagged, an
+// untyped gpu:N request), and measures both as `hadar simulate` measures
+// its fast path (sim.Result, sim.Summarize). It is `hadar simulate
+// --daemon`.
+//
+// Each trace job is a training job of slurmsim (toyjob's pace: it reports
+// its progress in the spool, which is how the daemon learns its rate): in
+// the daemon's run it is tagged `hadar model="JOB TYPE" steps=N` and asks
+// for untyped GPUs on one node (--gres=gpu:W), or for a gang wider than a
+// node, on W/P nodes of P GPUs, P the most GPUs of any node of the layout.
+package daemonsim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hadar-sched/hadar/bridge"
+	"github.com/hadar-sched/hadar/optimizer"
+	"github.com/hadar-sched/hadar/profiles"
+	"github.com/hadar-sched/hadar/sim"
+	"github.com/hadar-sched/hadar/slurm/slurmsim"
+)
+
+var _ bridge.Cluster = (*slurmsim.Cluster)(nil)
+var _ bridge.Clock = (*slurmsim.Cluster)(nil)
+
+// SlurmOnly is the name of the Slurm-alone run in results.
+const SlurmOnly = "slurm-only"
+
+// Options configure a run.
+type Options struct {
+	// Layout is the cluster.
+	Layout slurmsim.Layout
+	// Config is the daemon's configuration (bridge.DefaultConfig for
+	// none). Its data_dir and spool_dir are replaced by a temporary
+	// directory, removed after the run; dry_run and metrics are off.
+	Config bridge.Config
+	// Planning is the matrix the daemon's throughput database is seeded
+	// with (the config's throughputs key when nil); Truth is what jobs
+	// really run at (Planning when nil).
+	Planning, Truth optimizer.Throughputs
+	// Timing is Slurm's and the jobs' (slurmsim.Measured when zero).
+	Timing slurmsim.Timing
+	// Untagged are jobs submitted at the start of the daemon's run beside
+	// the trace (other users' work); they are not in the metrics.
+	Untagged []slurmsim.JobSpec
+	// Horizon bounds the virtual time of a run (default 30 days): jobs
+	// not done by then count as not completed.
+	Horizon time.Duration
+	// Logger receives the daemon's log (default: discarded).
+	Logger *slog.Logger
+}
+
+// Result is one run: its metrics' input and every job's record.
+type Result struct {
+	*sim.Result
+	// Jobs are the trace's jobs as Slurm recorded them, in trace order.
+	Jobs []slurmsim.Job
+	// Types are the canonical GPU type of each trace job's last run ("" if
+	// it never ran).
+	Types []string
+}
+
+// setup is what both runs share.
+type setup struct {
+	opts     Options
+	start    time.Time
+	truth    optimizer.Throughputs
+	capacity map[string]int // canonical GPU type -> GPUs
+	canon    func(site string) string
+	rate     slurmsim.RateFunc
+}
+
+func newSetup(opts Options) (*setup, error) {
+	if len(opts.Layout) == 0 {
+		return nil, errors.New("daemonsim: no layout")
+	}
+	if opts.Config.Policy == "" {
+		opts.Config = bridge.DefaultConfig()
+	}
+	if opts.Planning == nil {
+		m, err := profiles.Matrix(opts.Config.Throughputs)
+		if err != nil {
+			return nil, fmt.Errorf("daemonsim: %w", err)
+		}
+		opts.Planning = m
+	}
+	if opts.Truth == nil {
+		opts.Truth = opts.Planning
+	}
+	if opts.Timing == (slurmsim.Timing{}) {
+		opts.Timing = slurmsim.Measured(2 * time.Second)
+	}
+	if opts.Horizon <= 0 {
+		opts.Horizon = 30 * 24 * time.Hour
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &setup{opts: opts, start: time.Now().UTC().Truncate(time.Second), truth: opts.Truth, capacity: map[string]int{}}
+	known := map[string]string{}
+	s.canon = func(site string) string {
+		if t, ok := known[site]; ok {
+			return t
+		}
+		t, ok := opts.Config.GRES.Aliases[site]
+		if !ok {
+			var err error
+			if t, err = profiles.ResolveDefault(site, opts.Truth.GPUTypes()...); err != nil {
+				t = site
+			}
+		}
+		known[site] = t
+		return t
+	}
+	for site, n := range opts.Layout.GPUs() {
+		s.capacity[s.canon(site)] += n
+	}
+	models := bridge.NewModelResolver(opts.Truth.JobTypes(), opts.Config.Models.Aliases)
+	jobTypes := map[string]string{}
+	s.rate = func(model, site string, workers int) float64 {
+		jt, ok := jobTypes[model]
+		if !ok {
+			jt, _ = models.Resolve(model) // unknown: no rate, the job fails
+			jobTypes[model] = jt
+		}
+		return opts.Truth.Rate(jt, s.canon(site), workers)
+	}
+	return s, nil
+}
+
+// shape is the request of a gang of workers GPUs on nodes of at most
+// perNode GPUs: nodes x GPUs per node.
+func shape(workers, perNode int) (nodes, gpusPerNode int) {
+	if perNode <= 0 || workers <= perNode {
+		return 1, workers
+	}
+	n := (workers + perNode - 1) / perNode
+	for ; n <= workers; n++ {
+		if workers%n == 0 {
+			return n, workers / n
+		}
+	}
+	return workers, 1
+}
+
+// spec is trace job i as sbatch is given it.
+func (s *setup) spec(i int, tj sim.TraceJob, tagged bool) slurmsim.JobSpec {
+	nodes, gpn := shape(tj.ScaleFactor, s.opts.Layout.MaxGPUsPerNode())
+	sp := slurmsim.JobSpec{Name: traceName(i), User: "sim", NumNodes: nodes, GPUsPerNode: gpn, Model: tj.JobType, Steps: tj.TotalSteps}
+	if tagged {
+		sp.Comment = fmt.Sprintf("hadar model=\"%s\" steps=%s", tj.JobType, strconv.FormatFloat(tj.TotalSteps, 'f', -1, 64))
+		if tj.PriorityWeight > 0 && tj.PriorityWeight != 1 {
+			sp.Comment += " weight=" + strconv.FormatFloat(tj.PriorityWeight, 'f', -1, 64)
+		}
+	}
+	return sp
+}
+
+const tracePrefix = "trace-"
+
+func traceName(i int) string { return tracePrefix + strconv.Itoa(i) }
+
+func (s *setup) cluster(spool string) *slurmsim.Cluster {
+	return slurmsim.New(slurmsim.Config{Layout: s.opts.Layout, Start: s.start, Spool: spool, Rate: s.rate, Timing: s.opts.Timing})
+}
+
+func (s *setup) submit(c *slurmsim.Cluster, trace []sim.TraceJob, tagged bool) {
+	for i, tj := range trace {
+		c.SubmitAt(s.start.Add(time.Duration(tj.Arrival*float64(time.Second))), s.spec(i, tj, tagged))
+	}
+}
+
+// Daemon runs the trace through hadar-slurmd's loop with opts.Config.
+func Daemon(ctx context.Context, opts Options, trace []sim.TraceJob) (*Result, error) {
+	s, err := newSetup(opts)
+	if err != nil {
+		return nil, err
+	}
+	wall := time.Now()
+	dir, err := os.MkdirTemp("", "hadar-simulate-")
+	if err != nil {
+		return nil, fmt.Errorf("daemonsim: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	cfg := s.opts.Config
+	cfg.DataDir, cfg.SpoolDir = filepath.Join(dir, "data"), filepath.Join(dir, "spool")
+	cfg.DryRun, cfg.Metrics.Listen = false, ""
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("daemonsim: %w", err)
+	}
+	store, err := profiles.Open(ctx, filepath.Join(cfg.DataDir, profiles.DBFile), profiles.WithSeedMatrix(s.opts.Planning))
+	if err != nil {
+		return nil, fmt.Errorf("daemonsim: throughput database: %w", err)
+	}
+	defer store.Close()
+
+	c := s.cluster(cfg.SpoolDir)
+	for _, u := range s.opts.Untagged {
+		c.Submit(u)
+	}
+	s.submit(c, trace, true)
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	clock := &stopClock{Cluster: c, cancel: cancel, until: s.start.Add(s.opts.Horizon)}
+	uid := os.Getuid()
+	b, err := bridge.New(cfg, bridge.Deps{Cluster: c, Store: store, Clock: clock, Logger: s.opts.Logger,
+		LookupUID: func(string) (int, error) { return uid, nil }})
+	if err != nil {
+		return nil, fmt.Errorf("daemonsim: %w", err)
+	}
+	defer b.Close()
+	var rounds int
+	var sched []time.Duration
+	b.OnCycle = func(rep bridge.RoundReport, err error) {
+		rounds++
+		sched = append(sched, rep.Solve)
+	}
+	if err := b.Run(runCtx); err != nil {
+		return nil, fmt.Errorf("daemonsim: %w", err)
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	res := s.result(cfg.Policy, c, len(trace), trace)
+	res.Rounds, res.SchedTimes, res.Wall = rounds, sched, time.Since(wall)
+	return res, nil
+}
+
+// SlurmAlone runs the trace through Slurm's own scheduling alone: every job
+// untagged, asking for untyped GPUs.
+func SlurmAlone(ctx context.Context, opts Options, trace []sim.TraceJob) (*Result, error) {
+	s, err := newSetup(opts)
+	if err != nil {
+		return nil, err
+	}
+	wall := time.Now()
+	c := s.cluster("")
+	s.submit(c, trace, false)
+	until := s.start.Add(s.opts.Horizon)
+	for c.Step() {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if c.Now().After(until) {
+			break
+		}
+	}
+	res := s.result(SlurmOnly, c, len(trace), trace)
+	res.Wall = time.Since(wall)
+	return res, nil
+}
+
+// stopClock is the cluster's clock that ends the daemon's loop once every
+// job is done (or the horizon is reached).
+type stopClock struct {
+	*slurmsim.Cluster
+	cancel func()
+	until  time.Time
+}
+
+func (k *stopClock) After(d time.Duration) <-chan time.Time {
+	ch := k.Cluster.After(d)
+	if !k.Busy() || k.Now().After(k.until) {
+		k.cancel()
+	}
+	return ch
+}
+
+// result measures a run from the cluster's records.
+func (s *setup) result(policy string, c *slurmsim.Cluster, n int, trace []sim.TraceJob) *Result {
+	res := &Result{Result: &sim.Result{Policy: policy, Capacity: s.capacity, BusyByType: map[string]float64{}},
+		Jobs: make([]slurmsim.Job, n), Types: make([]string, n)}
+	for _, g := range s.capacity {
+		res.TotalGPUs += g
+	}
+	secs := func(t time.Time) float64 {
+		if t.IsZero() {
+			return -1
+		}
+		return t.Sub(s.start).Seconds()
+	}
+	for _, j := range c.Records() {
+		i, err := strconv.Atoi(strings.TrimPrefix(j.Spec.Name, tracePrefix))
+		if !strings.HasPrefix(j.Spec.Name, tracePrefix) || err != nil || i < 0 || i >= n {
+			continue // not a trace job
+		}
+		res.Jobs[i] = j
+		for _, r := range j.Runs {
+			end := r.End
+			if end.IsZero() {
+				end = c.Now()
+			}
+			for site, g := range r.GPUs {
+				busy := float64(g) * end.Sub(r.Start).Seconds()
+				res.BusyGPUSecs += busy
+				res.BusyByType[s.canon(site)] += busy
+			}
+		}
+		if len(j.Runs) > 0 {
+			res.Types[i] = s.canon(j.Runs[len(j.Runs)-1].Type)
+		}
+	}
+	// Finish-time fairness: n is the jobs in the system at each arrival.
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return trace[order[a]].Arrival < trace[order[b]].Arrival })
+	for _, i := range order {
+		tj, j := trace[i], res.Jobs[i]
+		done := j.State == slurmsim.Completed
+		jr := sim.JobResult{ID: strconv.Itoa(i), Type: tj.JobType, Workers: tj.ScaleFactor, Arrival: tj.Arrival,
+			FirstStart: secs(j.FirstStart), Completion: -1}
+		if done {
+			jr.Completion = secs(j.End)
+		}
+		inSystem := 0
+		for _, k := range order {
+			if trace[k].Arrival <= tj.Arrival && (res.Jobs[k].State != slurmsim.Completed || secs(res.Jobs[k].End) > tj.Arrival) {
+				inSystem++
+			}
+		}
+		jr.IsolatedJCT = sim.IsolatedJCT(s.truth, tj.JobType, tj.ScaleFactor, tj.TotalSteps, s.capacity, inSystem)
+		if best := sim.BestRate(s.truth, tj.JobType, tj.ScaleFactor, s.capacity); best > 0 && done {
+			res.IdealGPUSecs += float64(tj.ScaleFactor) * tj.TotalSteps / best
+		}
+		res.Result.Jobs = append(res.Result.Jobs, jr)
+	}
+	sort.SliceStable(res.Result.Jobs, func(a, b int) bool {
+		x, _ := strconv.Atoi(res.Result.Jobs[a].ID)
+		y, _ := strconv.Atoi(res.Result.Jobs[b].ID)
+		return x < y
+	})
+	return res
+}
