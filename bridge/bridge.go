@@ -370,7 +370,9 @@ func (b *Bridge) Cycle(ctx context.Context) (RoundReport, error) {
 
 	// Solve and check.
 	solveStart := clock.Now()
-	snap := BuildSnapshot(view, tp, progress, SnapshotParams{Round: cfg.Round.Duration,
+	// Exploration (explore): the cells still on the prior are planned
+	// optimistically; progress is still measured against tp.
+	snap := BuildSnapshot(view, tp.Optimistic(measured, cfg.Explore), progress, SnapshotParams{Round: cfg.Round.Duration,
 		DefaultDuration: cfg.DefaultDuration.Duration, Preemption: cfg.Preemption})
 	rep.Snapshot = snap
 	plan, perr := policy.Plan(snap)

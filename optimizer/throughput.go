@@ -127,3 +127,28 @@ func (t Throughputs) GPUTypes() []string {
 	sort.Strings(out)
 	return out
 }
+
+// Optimistic returns t with every cell known lacks at (1 + bonus) times its
+// value: the exploration rule of docs/learning.md, optimism in the face of
+// uncertainty. t is a matrix filled by the prior, known the cells measured
+// or learned; a cell still on the prior then wins a placement wherever the
+// prior cannot rule out that its type is the better one, and is learned,
+// while a type the prior puts far below the known ones is never tried.
+// bonus <= 0 returns t itself.
+func (t Throughputs) Optimistic(known Throughputs, bonus float64) Throughputs {
+	if bonus <= 0 {
+		return t
+	}
+	out := Throughputs{}
+	for jt, byType := range t {
+		for gt, byW := range byType {
+			for w, r := range byW {
+				if _, ok := known[jt][gt][w]; !ok {
+					r *= 1 + bonus
+				}
+				out.Set(jt, gt, w, r)
+			}
+		}
+	}
+	return out
+}

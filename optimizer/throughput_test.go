@@ -56,3 +56,28 @@ func TestRegistry(t *testing.T) {
 		t.Error(`New("nope") = nil error`)
 	}
 }
+
+func TestOptimistic(t *testing.T) {
+	filled := Throughputs{}
+	filled.Set("m", "a100", 1, 4) // known
+	filled.Set("m", "h100", 1, 6) // the prior's
+	filled.Set("m", "h100", 2, 11)
+	known := Throughputs{}
+	known.Set("m", "a100", 1, 4)
+	for _, tc := range []struct {
+		bonus float64
+		want  Throughputs
+	}{
+		{0, filled},
+		{-1, filled},
+		{0.5, Throughputs{"m": {"a100": {1: 4}, "h100": {1: 9, 2: 16.5}}}},
+	} {
+		got := filled.Optimistic(known, tc.bonus)
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("bonus %g (-want +got):\n%s", tc.bonus, diff)
+		}
+	}
+	if filled["m"]["h100"][1] != 6 {
+		t.Errorf("Optimistic changed its receiver: %v", filled)
+	}
+}

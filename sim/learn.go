@@ -197,20 +197,7 @@ func (l *learner) refit() {
 	if l.opts.Prior != nil {
 		l.filled = l.opts.Prior(known, l.jobTypes, l.gpuTypes)
 	}
-	l.plan = l.filled
-	if l.opts.Explore > 0 {
-		l.plan = optimizer.Throughputs{}
-		for jt, byType := range l.filled {
-			for gt, byW := range byType {
-				for w, r := range byW {
-					if _, ok := known[jt][gt][w]; !ok {
-						r *= 1 + l.opts.Explore
-					}
-					l.plan.Set(jt, gt, w, r)
-				}
-			}
-		}
-	}
+	l.plan = l.filled.Optimistic(known, l.opts.Explore)
 }
 
 func (a cellKey) less(b cellKey) bool {
