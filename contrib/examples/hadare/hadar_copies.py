@@ -205,6 +205,159 @@ def average(states, weights):
     return avg(states)
 
 
+# ----------------------------------------------------------- adaptive combining --
+
+def _model_tensors(state):
+    """The floating-point tensors of a checkpoint's model, flattened, in a fixed
+    order (dict keys sorted): state["model"] when the checkpoint has one (the
+    layout of train_digits.py), else the whole state."""
+    root = state.get("model", state) if isinstance(state, dict) else state
+    out = []
+
+    def walk(v):
+        if isinstance(v, dict):
+            for k in sorted(v, key=str):
+                walk(v[k])
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                walk(x)
+        elif hasattr(v, "is_floating_point") and v.is_floating_point():
+            out.append(v.detach().reshape(-1))
+
+    walk(root)
+    return out
+
+
+def sketch(state, size=4096, seed=0):
+    """A fixed sample of ``size`` coordinates of a checkpoint's model parameters
+    (all of them if the model has fewer), as a list of floats. The positions
+    depend only on the seed and the model's shape, so every copy of one job
+    samples the same coordinates, and divergence() of the copies' sketches
+    estimates that of their full parameters: what a copy reports each round
+    (in done-<i>.json) instead of its checkpoint being read."""
+    import bisect
+    import torch
+    ts = _model_tensors(state)
+    n = sum(t.numel() for t in ts)
+    if n == 0:
+        return []
+    if n <= size:
+        return torch.cat([t.double() for t in ts]).tolist()
+    g = torch.Generator().manual_seed(int(seed))
+    idx = sorted(torch.randint(0, n, (int(size),), generator=g).tolist())
+    out, off = [], 0
+    for t in ts:
+        lo, hi = bisect.bisect_left(idx, off), bisect.bisect_left(idx, off + t.numel())
+        if hi > lo:
+            out.extend(t[torch.tensor(idx[lo:hi]) - off].double().tolist())
+        off += t.numel()
+    return out
+
+
+def divergence(sketches, weights):
+    """How far the copies have drifted apart: the weighted mean squared distance
+    of the copies' parameters from their weighted average, over the squared norm
+    of that average. 0 when the copies agree; scale-free. Copies with weight 0
+    do not count; fewer than two copies give 0."""
+    pairs = [(s, float(w)) for s, w in zip(sketches, weights) if w > 0 and s]
+    if len(pairs) < 2:
+        return 0.0
+    total = sum(w for _, w in pairs)
+    dim = min(len(s) for s, _ in pairs)
+    mean = [sum(s[j] * w for s, w in pairs) / total for j in range(dim)]
+    spread = sum(w * sum((s[j] - mean[j]) ** 2 for j in range(dim)) for s, w in pairs) / total
+    norm = sum(m * m for m in mean)
+    if norm <= 0:
+        return math.inf if spread > 0 else 0.0
+    return spread / norm
+
+
+class AdaptiveCombining:
+    """Eiffel's idea for HadarE copies: combine when the copies have drifted
+    apart, not every round, and drop a copy whose work does not pay for it
+    (docs/hadare.md, "Adaptive combining").
+
+    Combining: after every round each copy reports a sketch() of its model; the
+    round's closer combines (averages the checkpoints, and every copy goes on
+    from the average) only when divergence() of the sketches is at least
+    ``threshold``, or ``max_interval`` rounds have passed since the last combine,
+    or the job is done, or the set of copies changed. Otherwise each copy goes on
+    from its own model, and the round costs no checkpoint reads and no combined
+    checkpoint. So the interval k between combines adapts to how fast the copies
+    drift: k = 1 (every round) while they drift apart within a round.
+
+    Dropping (only with ``evaluate``, a function of a checkpoint that returns a
+    held-out loss, lower is better): at each combine a copy's contribution is
+    the leave-one-out gain evaluate(average without it) - evaluate(average of
+    all), and its cost ``drop_below`` x the round's improvement (evaluate of
+    the previous combined model minus evaluate of this one; with no previous
+    loss, 0). A copy whose contribution is below its cost has its work left out
+    of the average; one left out at ``patience`` combines in a row is dropped
+    from the job (it stops, its GPUs go back to hadar), while at least
+    ``min_copies`` copies remain.
+    """
+
+    def __init__(self, threshold=0.003, max_interval=8, evaluate=None, drop_below=0.0, patience=2, min_copies=1,
+                 sketch_size=4096, seed=0):
+        if threshold < 0 or max_interval < 1 or patience < 1 or min_copies < 1:
+            raise ValueError("AdaptiveCombining: threshold >= 0, max_interval >= 1, patience >= 1, min_copies >= 1")
+        self.threshold = float(threshold)
+        self.max_interval = int(max_interval)
+        self.evaluate = evaluate
+        self.drop_below = float(drop_below)
+        self.patience = int(patience)
+        self.min_copies = int(min_copies)
+        self.sketch_size = int(sketch_size)
+        self.seed = int(seed)
+
+    def sketch(self, state):
+        return sketch(state, self.sketch_size, self.seed)
+
+    def due(self, since, sketches, weights, force=False):
+        """(combine now?, divergence) after a round: ``since`` is the number of
+        rounds trained since the last combine, this one included."""
+        d = divergence(sketches, weights)
+        return bool(force or since >= self.max_interval or d >= self.threshold), d
+
+    def select(self, states, weights, base_loss=None, strikes=None, combine=average):
+        """Which copies' work goes into this combine, and which copies leave.
+
+        Returns (use, drop, strikes, loss, gains): use[i] is False for a copy
+        left out of the average; drop lists the copies (indices) to drop from
+        the job; strikes[i] counts the combines in a row copy i was left out
+        of; loss is evaluate() of the average of the used copies; gains[i] is
+        copy i's leave-one-out gain (None without evaluate)."""
+        n = len(states)
+        strikes = list(strikes) if strikes is not None else [0] * n
+        use = [w > 0 for w in weights]
+        if self.evaluate is None or sum(use) < 2:
+            loss = self.evaluate(combine(states, weights)) if self.evaluate is not None else None
+            return use, [], [0 if u else s for u, s in zip(use, strikes)], loss, [None] * n
+        full = self.evaluate(combine(states, weights))
+        gains = [None] * n
+        for i in range(n):
+            if not use[i]:
+                continue
+            w = [0.0 if j == i else weights[j] for j in range(n)]
+            gains[i] = self.evaluate(combine(states, w)) - full
+        improvement = (base_loss - full) if base_loss is not None else 0.0
+        cost = self.drop_below * max(0.0, improvement)
+        out = [u and gains[i] >= cost for i, u in enumerate(use)]
+        if not any(out):
+            out = use  # never leave every copy out: the round would be lost
+        loss = full
+        if out != use:
+            loss = self.evaluate(combine(states, [w if u else 0.0 for w, u in zip(weights, out)]))
+        strikes = [0 if o else s + 1 for o, s in zip(out, strikes)]
+        drop = []
+        alive = n
+        for i in sorted(range(n), key=lambda i: (-strikes[i], gains[i] if gains[i] is not None else 0.0)):
+            if strikes[i] >= self.patience and alive > self.min_copies:
+                drop.append(i)
+                alive -= 1
+        return out, sorted(drop), strikes, loss, gains
+
+
 # ------------------------------------------------------------------------ slurm --
 
 def read_tag(job_id=None):
@@ -290,6 +443,14 @@ class Round:
     def load(self):
         """The checkpoint this round starts from (the last combined model), or None
         for the first round of a job."""
+        own = (self.plan.get("local") or {}).get(str(self.index))
+        if own:
+            # The last round was not combined (adaptive combining): this copy
+            # goes on from its own model.
+            try:
+                return self._copies.load(os.path.join(self._copies.sync_dir, own))
+            except FileNotFoundError:
+                pass
         if not self.base:
             return None
         try:
@@ -318,12 +479,16 @@ class Copies:
     join_grace: a member of a round that never started is waited for this long
       after the round opened (default 60).
     solo_round_steps: checkpoint interval in solo mode (default: 30 s at rate, or 500).
+    adaptive: an AdaptiveCombining to combine only when the copies have drifted
+      apart and drop copies that do not help (default None: combine every round).
+      Then ``dropped`` is True once next_round returned None because this copy
+      was dropped (the job goes on without it).
     """
 
     def __init__(self, total_steps=None, rate=None, spool=None, sync_dir=None, save=torch_save, load=torch_load,
                  combine=average, barrier_timeout=None, stale_after=15.0, join_grace=60.0, heartbeat=2.0,
                  plan_wait=120.0, solo_round_steps=None, min_join_fraction=0.25, poll=0.2, log=None,
-                 handle_sigterm=True):
+                 handle_sigterm=True, adaptive=None):
         self.tag = read_tag()
         env = os.environ
         self.spool, self.job, self.index, self.copy_mode, self.sync_dir = identity(self.tag, spool, sync_dir)
@@ -334,6 +499,8 @@ class Copies:
         self.total_steps = int(math.ceil(total_steps))
         self.rate = float(rate) if rate else None
         self.save, self.load, self.combine = save, load, combine
+        self.adaptive = adaptive
+        self.dropped = False
         self.barrier_timeout = barrier_timeout
         self.stale_after = stale_after
         self.join_grace = join_grace
@@ -400,7 +567,13 @@ class Copies:
                     self._set_phase(n, "finished")
                     self._cancel_spares()
                     return None
-                self._open_round(n + 1, comb.get("checkpoint"), float(comb.get("steps_done", 0)), waited_since)
+                if str(self.index) in comb.get("dropped_all", []):
+                    self.dropped = True
+                    self._set_phase(n, "left")
+                    self._log("dropped from the job at round %d: its work did not pay for it" % n)
+                    return None
+                self._open_round(n + 1, comb.get("checkpoint"), float(comb.get("steps_done", 0)), waited_since,
+                                 comb)
                 self._set_phase(n + 1, "ready")
                 self._sleep()
                 continue
@@ -446,11 +619,13 @@ class Copies:
         combined.json record (None when stopping)."""
         rdir = self._round_dir(rnd.round)
         steps = int(max(0, steps))
+        done = {"index": self.index, "steps": steps, "node": self.node, "at": time.time(),
+                "stopped": self._stop.is_set()}
         if steps > 0:
             self.save(state, os.path.join(rdir, "copy-%d.pt" % self.index))
-        write_json(os.path.join(rdir, "done-%d.json" % self.index),
-                   {"index": self.index, "steps": steps, "node": self.node, "at": time.time(),
-                    "stopped": self._stop.is_set()})
+            if self.adaptive is not None:
+                done["sketch"] = self.adaptive.sketch(state)
+        write_json(os.path.join(rdir, "done-%d.json" % self.index), done)
         if self._stop.is_set():
             self._set_phase(rnd.round, "left")
             self._log("stopping: left %d steps of round %d to be combined" % (steps, rnd.round))
@@ -524,9 +699,10 @@ class Copies:
             return None
         return bp
 
-    def _open_round(self, n, base, steps_done, waited_since):
+    def _open_round(self, n, base, steps_done, waited_since, prev=None):
         """Write round-n/plan.json unless it exists (first writer wins); return
-        the round's plan, or None when there is no plan to make yet."""
+        the round's plan, or None when there is no plan to make yet. prev is
+        the last round's combined.json (what adaptive combining carries on)."""
         rdir = self._round_dir(n)
         path = os.path.join(rdir, "plan.json")
         plan = read_json(path)
@@ -537,6 +713,8 @@ class Copies:
             return None
         now = time.time()
         members, secs, gen = {}, None, None
+        prev = prev or {}
+        dropped = set(str(i) for i in prev.get("dropped_all", []))
         if not self.copy_mode:
             steps = self.solo_round_steps or (int(self.rate * 30) if self.rate else 500)
             if remaining - steps < 0.25 * steps:
@@ -549,7 +727,7 @@ class Copies:
                 source, secs, gen = "hadar", float(bp.get("round_seconds") or 0), bp.get("generation")
                 for c in bp.get("copies", []):
                     i = str(c.get("index"))
-                    if self._dead(i):
+                    if self._dead(i) or i in dropped:
                         continue
                     members[i] = {"steps": float(c.get("steps", 0)), "rate": float(c.get("rate", 0)),
                                   "node": c.get("node"), "gpu_type": c.get("gpu_type")}
@@ -558,6 +736,8 @@ class Copies:
                 # the copies that are alive, shares by their own rates.
                 source, secs = "alive", 30.0
                 for i, hb in self._heartbeats().items():
+                    if i in dropped:
+                        continue
                     if now - float(hb.get("at", 0)) <= self.stale_after and hb.get("phase") not in ("left", "finished"):
                         r = float(hb.get("rate") or 1.0)
                         members[i] = {"steps": r * secs, "rate": r, "node": hb.get("node")}
@@ -577,6 +757,13 @@ class Copies:
         plan = {"job": str(self.job), "round": n, "base": base, "steps_done": steps_done,
                 "total_steps": self.total_steps, "round_seconds": secs, "members": members,
                 "created_at": now, "created_by": self.index, "source": source, "bridge_generation": gen}
+        if self.adaptive is not None:
+            # Adaptive combining: the copies' own models when the last round was
+            # not combined, rounds since the last combine, the last combined
+            # model's loss, the drop rule's counts, and the dropped copies.
+            plan.update(local=prev.get("local") or {}, since=int(prev.get("since", 0)), loss=prev.get("loss"),
+                        pending=prev.get("pending") or {}, strikes=prev.get("strikes") or {},
+                        dropped_all=sorted(dropped, key=int))
         os.makedirs(rdir, exist_ok=True)
         if create_json_once(path, plan):
             self._log("opened round %d: %s" % (n, ", ".join("copy %s: %d steps" % (i, m["steps"])
@@ -678,14 +865,14 @@ class Copies:
         members = {i: int(s) for i, s in m.get("members", {}).items() if int(s) > 0}
         order = sorted(members, key=int)
         steps = sum(members.values())
+        if self.adaptive is not None and self.copy_mode:
+            self._combine_adaptive(n, plan, members, order)
+            return
         ckpt = plan.get("base")
         if order:
-            try:
-                states = [self.load(os.path.join(rdir, "copy-%s.pt" % i)) for i in order]
-            except FileNotFoundError:
-                if os.path.exists(os.path.join(rdir, "combined.json")):
-                    return  # combined (and pruned) meanwhile
-                raise
+            states = self._load_copies(n, order)
+            if states is None:
+                return
             weights = [members[i] for i in order]
             if len(states) == 1:
                 combined = states[0]
@@ -698,24 +885,102 @@ class Copies:
                "finished": done >= self.total_steps, "combined_by": self.index, "at": time.time()}
         write_json(os.path.join(rdir, "combined.json"), rec)
         report_progress(self.spool, self.job, done)
-        self._prune(n, ckpt)
+        self._prune(n, [ckpt])
         self._log("round %d combined: %s -> %d/%d steps" % (
             n, ", ".join("copy %s: %d" % (i, members[i]) for i in order) or "no work", done, self.total_steps))
+
+    def _load_copies(self, n, order):
+        """The copies' checkpoints of round n, or None if the round was combined
+        (and pruned) meanwhile."""
+        rdir = self._round_dir(n)
+        try:
+            return [self.load(os.path.join(rdir, "copy-%s.pt" % i)) for i in order]
+        except FileNotFoundError:
+            if os.path.exists(os.path.join(rdir, "combined.json")):
+                return None
+            raise
+
+    def _combine_adaptive(self, n, plan, members, order):
+        """Close round n under AdaptiveCombining: either a round without a
+        combine (each copy goes on from its own model, combined.json lists them
+        under "local"), or a combine of the copies whose work pays (the others'
+        left out, and dropped after `patience` combines in a row)."""
+        rule = self.adaptive
+        rdir = self._round_dir(n)
+        since = int(plan.get("since", 0)) + 1
+        local_prev = plan.get("local") or {}
+        pending = dict(plan.get("pending") or {})  # steps trained since the last combine, per copy
+        for i in order:
+            pending[i] = pending.get(i, 0) + members[i]
+        steps_done = float(plan.get("steps_done", 0)) + sum(members.values())
+        weights = [members[i] for i in order]
+        sketches = []
+        for i in order:
+            d = read_json(os.path.join(rdir, "done-%s.json" % i)) or {}
+            sketches.append(d.get("sketch") or [])
+        changed = bool(local_prev) and set(local_prev) != set(order)
+        force = steps_done >= self.total_steps or changed or len(order) < 2 or not all(sketches)
+        due, div = rule.due(since, sketches, weights, force)
+        base = {"round": n, "steps_done": steps_done, "members": members, "since": since, "divergence": div,
+                "strikes": plan.get("strikes") or {}, "dropped_all": plan.get("dropped_all") or [],
+                "loss": plan.get("loss"), "combined_by": self.index, "at": time.time()}
+        if not due:
+            local = {i: "round-%d/copy-%s.pt" % (n, i) for i in order}
+            rec = dict(base, checkpoint=plan.get("base"), local=local, pending=pending, combined=False,
+                       finished=False)
+            write_json(os.path.join(rdir, "combined.json"), rec)
+            report_progress(self.spool, self.job, steps_done)
+            self._prune(n, [plan.get("base")] + list(local.values()))
+            self._log("round %d not combined (divergence %.4g < %.4g, %d rounds since the last combine): %d/%d steps"
+                      % (n, div, rule.threshold, since, steps_done, self.total_steps))
+            return
+        states = self._load_copies(n, order)
+        if states is None:
+            return
+        strikes = base["strikes"]
+        use, drop, st, loss, gains = rule.select(states, weights, plan.get("loss"),
+                                                 [int(strikes.get(i, 0)) for i in order], self.combine)
+        used = [i for i, u in zip(order, use) if u]
+        if len(used) == 1:
+            combined = states[use.index(True)]
+        else:
+            combined = self.combine(states, [w if u else 0 for w, u in zip(weights, use)])
+        ckpt = "round-%d/combined.pt" % n
+        self.save(combined, os.path.join(self.sync_dir, ckpt))
+        # Work that is not in the combined model does not count: the copies
+        # left out, and copies that trained since the last combine but are
+        # not in this round (they died in a round without a combine).
+        lost = sum(p for i, p in pending.items() if i not in used)
+        steps_done -= lost
+        dropped = [order[j] for j in drop]
+        rec = dict(base, checkpoint=ckpt, combined=True, since=0, loss=loss, steps_done=steps_done,
+                   used=used, lost_steps=lost, gains={i: g for i, g in zip(order, gains)},
+                   strikes={i: s for i, s in zip(order, st)}, dropped=dropped,
+                   dropped_all=sorted(set(base["dropped_all"]) | set(dropped), key=int),
+                   finished=steps_done >= self.total_steps)
+        write_json(os.path.join(rdir, "combined.json"), rec)
+        report_progress(self.spool, self.job, steps_done)
+        self._prune(n, [ckpt])
+        self._log("round %d combined (divergence %.4g%s): %s%s -> %d/%d steps" % (
+            n, div, ", forced" if force else "", ", ".join("copy %s: %d" % (i, members[i]) for i in used),
+            "; left out %s, dropped %s" % (sorted(set(order) - set(used), key=int), dropped)
+            if len(used) < len(order) or dropped else "", steps_done, self.total_steps))
 
     def _prune(self, n, keep):
         """After round n is committed: remove the checkpoints no one needs
         any more (the copies' of rounds <= n, combined ones older than the
-        one in force, keep). HADAR_KEEP_CHECKPOINTS=1 keeps them all."""
+        one in force, those in the list keep). HADAR_KEEP_CHECKPOINTS=1 keeps
+        them all."""
         if os.environ.get("HADAR_KEEP_CHECKPOINTS") == "1":
             return
-        keep = os.path.join(self.sync_dir, keep) if keep else None
+        keep = set(os.path.join(self.sync_dir, k) for k in keep if k)
         for m in self._rounds():
             if m > n:
                 continue
             rdir = self._round_dir(m)
             for name in _listdir(rdir):
                 path = os.path.join(rdir, name)
-                if name.endswith(".pt") and (name.startswith("copy-") or m < n) and path != keep:
+                if name.endswith(".pt") and (name.startswith("copy-") or m < n) and path not in keep:
                     _unlink(path)
 
     # ---- heartbeat, signals, env ----

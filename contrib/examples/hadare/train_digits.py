@@ -21,6 +21,11 @@ that type with its GPU count, and never trains faster. A copy on a v100 node the
     sbatch --array=0-3 --gres=gpu:1 --comment="hadar copies=4 model=lm-bs20 steps=3000" \
         --wrap "python3 train_digits.py"                                 # four copies
 
+With --combine adaptive the copies combine only when they have drifted apart (at
+most every --max-interval rounds) and a copy whose work does not lower the loss on a
+validation split of the training data is left out and then dropped
+(hadar_copies.AdaptiveCombining; docs/hadare.md, "Adaptive combining").
+
 Environment: HADAR (path of the hadar binary, default `hadar`), HADAR_SPOOL (hadar-slurmd's
 spool_dir), TRAIN_RATE (steps/s: overrides the pacing; 0 = no pacing).
 Prints `result: accuracy=<percent> steps=<n> ...` and writes <sync dir>/result.json.
@@ -37,15 +42,21 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hadar_copies  # noqa: E402
 
 
-def load_data():
+def load_data(validation=0):
+    """(train x, y, held-out x, y, validation x, y): the validation split (the
+    adaptive drop rule's) is taken from the training 75%, never from the
+    held-out 25%."""
     import torch
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
     x, y = load_digits(return_X_y=True)
     xtr, xte, ytr, yte = train_test_split(x / 16.0, y, test_size=0.25, random_state=0, stratify=y)
+    xva, yva = xtr[:0], ytr[:0]
+    if validation:
+        xtr, xva, ytr, yva = train_test_split(xtr, ytr, test_size=validation, random_state=0, stratify=ytr)
     f = lambda a: torch.tensor(a, dtype=torch.float32)  # noqa: E731
-    return f(xtr), torch.tensor(ytr), f(xte), torch.tensor(yte)
+    return f(xtr), torch.tensor(ytr), f(xte), torch.tensor(yte), f(xva), torch.tensor(yva)
 
 
 def build(lr, seed):
@@ -101,6 +112,12 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--combine", choices=["every", "adaptive"], default="every",
+                    help="combine the copies every round (default) or adaptively")
+    ap.add_argument("--threshold", type=float, default=0.003, help="adaptive: divergence that triggers a combine")
+    ap.add_argument("--max-interval", type=int, default=8, help="adaptive: combine at least every N rounds")
+    ap.add_argument("--drop-below", type=float, default=0.0,
+                    help="adaptive: a copy's cost, as a fraction of the round's improvement in validation loss")
     args = ap.parse_args()
 
     import torch
@@ -108,19 +125,34 @@ def main():
     tag = hadar_copies.read_tag()
     model_name = args.model or tag.get("model")
     rate, where = gpu_rate(model_name, os.environ.get("HADAR", "hadar"))
-    cp = hadar_copies.Copies(total_steps=args.steps, rate=rate or None)
+    xtr, ytr, xte, yte, xva, yva = load_data(validation=200 if args.combine == "adaptive" else 0)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    rule = None
+    if args.combine == "adaptive":
+        probe, _ = build(args.lr, args.seed)
+
+        def validation_loss(state):
+            probe.load_state_dict(state["model"])
+            with torch.no_grad():
+                return loss_fn(probe(xva), yva).item()
+
+        rule = hadar_copies.AdaptiveCombining(threshold=args.threshold, max_interval=args.max_interval,
+                                              evaluate=validation_loss, drop_below=args.drop_below)
+    cp = hadar_copies.Copies(total_steps=args.steps, rate=rate or None, adaptive=rule)
     print("train_digits: job %s copy %s node %s gpu %s rate %.1f steps/s, %s mode, %d steps in total, sync %s"
           % (cp.job, cp.index, cp.node, where, rate, "copy" if cp.copy_mode else "solo", cp.total_steps,
              cp.sync_dir), flush=True)
 
-    xtr, ytr, xte, yte = load_data()
     model, opt = build(args.lr, args.seed)
-    loss_fn = torch.nn.CrossEntropyLoss()
     trained = 0
     start = time.time()
     while True:
         rnd = cp.next_round()
         if rnd is None:
+            if cp.dropped:
+                print("train_digits: dropped from the job after %d steps of this copy" % trained, flush=True)
+                cp.close()
+                return 0
             break
         base = rnd.load()
         if base is not None:
