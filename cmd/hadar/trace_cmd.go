@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -48,6 +49,7 @@ func traceCommand() *cli.Command {
 				},
 				Action: runTraceGenerate,
 			},
+			importCommand(referenceFlag()),
 			{
 				Name:      "show",
 				Usage:     "summarise a trace: jobs, scale factors, arrival span, GPU-hours",
@@ -146,4 +148,190 @@ func printTraceSummary(w io.Writer, name string, s sim.TraceSummary) {
 		work += fmt.Sprintf(" (%d jobs left out: no %s throughput for their job type and scale factor)", s.Unpriced, s.ReferenceType)
 	}
 	fmt.Fprintf(w, "work           %s\n", work)
+}
+
+// importTimeLayouts are the forms --from and --to accept.
+var importTimeLayouts = []string{"2006-01-02", "2006-01-02T15:04", "2006-01-02T15:04:05"}
+
+func importCommand(reference cli.Flag) *cli.Command {
+	return &cli.Command{
+		Name:  "import",
+		Usage: "convert real job records (Philly's CSV, a site's sacct history) to a trace",
+		Description: "Reads Philly's job records (--philly, the CSV of Microsoft's 2017 Philly trace as in\n" +
+			"RFold's philly_trace.csv) or a Slurm site's history (--sacct, the output of\n" +
+			"  sacct --allusers --parsable2 --starttime 2025-01-01 --endtime 2025-02-01 \\\n" +
+			"      --format=" + sim.SacctFormat + "\n" +
+			"with its header; FILE - reads stdin) and writes a trace in Gavel's format that\n" +
+			"`hadar simulate --trace` replays. Real records have arrival times, GPU counts and\n" +
+			"durations but no model and no step count, so, as Gavel's Philly-derived generator\n" +
+			"does, each job's type is drawn (seeded by --seed) uniformly among the matrix's types\n" +
+			"measured on --reference-type at its GPU count (the distributed types for a multi-GPU\n" +
+			"job), and total_steps = duration x that type's throughput on --reference-type at\n" +
+			"that GPU count. GPU counts above --max-gpus (default 8, the most Gavel's matrix\n" +
+			"measures) are capped to it, the duration kept; --max-gpus 0 keeps them (their rate\n" +
+			"is scaled linearly from the largest measured count). --from/--to (UTC dates or\n" +
+			"times in the records' clock: sacct's local time, Philly's seconds from 2017-08-14\n" +
+			"23:27) or --week N (7 days from the first record plus N weeks) keep the jobs\n" +
+			"submitted in that window; the trace starts at the first kept job's submit time.\n" +
+			"sacct job steps (123.batch, 123.0), jobs that never started or have no End (still\n" +
+			"running), jobs without GPUs and jobs that ran 0 s are skipped and counted: the rules\n" +
+			"and every count are printed to stderr, and a line that does not read is an error\n" +
+			"naming its line (docs/traces.md). Example, week 5 of Philly (18-25 Sep 2017):\n" +
+			"  hadar trace import --philly philly-aug-sep-2017.csv --week 5 --seed 1 --out w5-s1.trace",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "philly", Usage: "Philly job records `FILE` (CSV: job id, arrival s, topology, shape, GPUs, duration s)"},
+			&cli.StringFlag{Name: "sacct", Usage: "`FILE` of sacct --parsable2 output with the fields " + sim.SacctFormat + " (- for stdin)"},
+			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output file (default: stdout)"},
+			&cli.Int64Flag{Name: "seed", Value: 0, Usage: "seed of the job-type draw"},
+			throughputsFlag(),
+			reference,
+			&cli.IntFlag{Name: "max-gpus", Value: 8, Usage: "cap jobs' GPU counts at `N` (0: keep every count)"},
+			&cli.StringFlag{Name: "from", Usage: "keep jobs submitted at or after `TIME` (2017-09-18 or 2017-09-18T06:00, UTC in the records' clock)"},
+			&cli.StringFlag{Name: "to", Usage: "keep jobs submitted before `TIME`"},
+			&cli.IntFlag{Name: "week", Value: -1, Usage: "keep the jobs of week `N` (0-based, 7 days each from the first record's submit time); not with --from/--to"},
+		},
+		Action: runTraceImport,
+	}
+}
+
+func runTraceImport(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return fmt.Errorf("trace import: unexpected argument %q (name the records with --philly or --sacct)", c.Args().First())
+	}
+	philly, sacct := c.String("philly"), c.String("sacct")
+	if (philly == "") == (sacct == "") {
+		return fmt.Errorf("trace import: give exactly one of --philly FILE and --sacct FILE")
+	}
+	parse, path, format := sim.ParsePhilly, philly, "Philly CSV"
+	if sacct != "" {
+		parse, path, format = sim.ParseSacct, sacct, "sacct --parsable2"
+	}
+	thr, err := loadThroughputs(c.String("throughputs"))
+	if err != nil {
+		return err
+	}
+	var in io.Reader = c.App.Reader
+	name := "stdin"
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return fmt.Errorf("trace import: %w", err)
+		}
+		defer f.Close()
+		in, name = f, path
+	} else if in == nil {
+		in = os.Stdin
+	}
+	src, err := parse(in, name)
+	if err != nil {
+		return fmt.Errorf("trace import: %w", err)
+	}
+	opts := sim.ImportOptions{Throughputs: thr, ReferenceType: c.String("reference-type"), Seed: c.Int64("seed"), MaxGPUs: c.Int("max-gpus")}
+	if opts.MaxGPUs < 0 {
+		return fmt.Errorf("trace import: --max-gpus must be at least 0, got %d", opts.MaxGPUs)
+	}
+	window := "all"
+	if c.IsSet("week") {
+		if c.IsSet("from") || c.IsSet("to") {
+			return fmt.Errorf("trace import: --week and --from/--to both set: give one")
+		}
+		if opts.From, opts.To, err = src.Week(c.Int("week")); err != nil {
+			return fmt.Errorf("trace import: --week: %w", err)
+		}
+		window = fmt.Sprintf("week %d", c.Int("week"))
+	}
+	for _, fl := range []struct {
+		name string
+		t    *time.Time
+	}{{"from", &opts.From}, {"to", &opts.To}} {
+		if !c.IsSet(fl.name) {
+			continue
+		}
+		if *fl.t, err = parseImportTime(c.String(fl.name)); err != nil {
+			return fmt.Errorf("trace import: --%s: %w", fl.name, err)
+		}
+		window = "set"
+	}
+	if !opts.From.IsZero() && !opts.To.IsZero() && !opts.From.Before(opts.To) {
+		return fmt.Errorf("trace import: the window [%s, %s) is empty", opts.From.Format(time.DateTime), opts.To.Format(time.DateTime))
+	}
+	jobs, rep, err := sim.Import(src, opts)
+	if err != nil {
+		return err
+	}
+	printImportReport(c.App.ErrWriter, format, name, window, opts, rep)
+	out := c.String("out")
+	if out == "" || out == "-" {
+		return sim.WriteTrace(c.App.Writer, jobs)
+	}
+	var buf bytes.Buffer
+	if err := sim.WriteTrace(&buf, jobs); err != nil {
+		return err
+	}
+	if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("trace import: %w", err)
+	}
+	fmt.Fprintf(c.App.ErrWriter, "wrote %d jobs to %s\n", len(jobs), out)
+	return nil
+}
+
+func parseImportTime(s string) (time.Time, error) {
+	for _, layout := range importTimeLayouts {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is not a time like 2017-09-18 or 2017-09-18T06:00", s)
+}
+
+// printImportReport writes the conversion rules and counts, so that what a
+// trace is made of is on record next to it.
+func printImportReport(w io.Writer, format, name, window string, opts sim.ImportOptions, rep sim.ImportReport) {
+	fmt.Fprintf(w, "import %s from %s\n", format, name)
+	fmt.Fprintf(w, "rules: job type drawn with seed %d among the matrix's types measured on %s at the job's GPU count (distributed types for multi-GPU jobs);\n", opts.Seed, opts.ReferenceType)
+	fmt.Fprintf(w, "       total_steps = duration x that type's %s throughput at that GPU count; ", opts.ReferenceType)
+	if opts.MaxGPUs > 0 {
+		fmt.Fprintf(w, "GPU counts above %d capped to %d (duration kept)\n", opts.MaxGPUs, opts.MaxGPUs)
+	} else {
+		fmt.Fprintf(w, "GPU counts kept (no cap)\n")
+	}
+	switch {
+	case window == "all":
+		fmt.Fprintf(w, "window: every job\n")
+	default:
+		from, to := "-", "-"
+		if !opts.From.IsZero() {
+			from = opts.From.Format(time.DateTime)
+		}
+		if !opts.To.IsZero() {
+			to = opts.To.Format(time.DateTime)
+		}
+		label := ""
+		if window != "set" {
+			label = window + ": "
+		}
+		fmt.Fprintf(w, "window: %ssubmitted in [%s, %s)\n", label, from, to)
+	}
+	fmt.Fprintf(w, "read %d records: %d jobs imported", rep.Read, rep.Jobs)
+	if rep.Jobs > 0 {
+		fmt.Fprintf(w, " (t=0 is %s)", rep.Start.Format(time.DateTime))
+	}
+	fmt.Fprintln(w)
+	reasons := sortedKeys(rep.Skipped)
+	for _, r := range reasons {
+		fmt.Fprintf(w, "  skipped %6d  %s\n", rep.Skipped[r], r)
+	}
+	fmt.Fprintf(w, "  capped  %6d  jobs with more than %d GPUs\n", rep.Capped, opts.MaxGPUs)
+	sfs := make([]int, 0, len(rep.ScaleFactors))
+	for sf := range rep.ScaleFactors {
+		sfs = append(sfs, sf)
+	}
+	sort.Ints(sfs)
+	var hist []string
+	for _, sf := range sfs {
+		hist = append(hist, fmt.Sprintf("%d GPU: %d", sf, rep.ScaleFactors[sf]))
+	}
+	if len(hist) > 0 {
+		fmt.Fprintf(w, "GPUs: %s; %d job types drawn\n", strings.Join(hist, ", "), len(rep.JobTypes))
+	}
 }
