@@ -64,7 +64,7 @@ func simulateCommand() *cli.Command {
 			&cli.DurationFlag{Name: "round", Value: 360 * time.Second, Usage: "round length"},
 			&cli.StringFlag{Name: "policies", Value: defaultPolicies, Usage: "comma-separated policies (see `hadar policies`)"},
 			&cli.Int64Flag{Name: "seed", Value: 0, Usage: "seed of the policies' random choices"},
-			&cli.Float64Flag{Name: "copy-efficiency", Value: 1.0, Usage: "HadarE: efficiency of combining copies"},
+			&cli.Float64Flag{Name: "copy-efficiency", Value: 0.34, Usage: "HadarE: efficiency of combining copies (measured with 4 copies of the PyTorch example: docs/hadare.md)"},
 			&cli.IntFlag{Name: "max-copies", Value: 0, Usage: "HadarE: copy limit per job (0 = number of nodes)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the results as JSON"},
 			&cli.BoolFlag{Name: "markdown", Usage: "print the results as a Markdown table (hours)"},
