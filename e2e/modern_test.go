@@ -147,7 +147,13 @@ func TestModernSite(t *testing.T) {
 	cancelOnCleanup(t, sconf, &sids)
 
 	dir := e2eutil.WorkDir(t, "modern")
-	cfg := writeConfig(t, dir, `throughputs = "lambda"`+"\n")
+	// Lambda's matrix of current GPUs seeds the daemon's database.
+	cfg := writeConfig(t, dir, "")
+	if b, err := os.ReadFile(cfg); err != nil {
+		t.Fatal(err)
+	} else if err := os.WriteFile(cfg, append([]byte("throughputs = \"lambda\"\n"), b...), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	truth := filepath.Join(dir, "truth.json")
 	writeModernTruth(t, truth)
 	toy := filepath.Join(repoRoot, "contrib", "examples", "toyjob")
@@ -167,9 +173,11 @@ func TestModernSite(t *testing.T) {
 	if err := daemon.Start(); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan error, 1)
+	go func() { exited <- daemon.Wait() }()
 	defer func() {
 		daemon.Process.Signal(os.Interrupt)
-		daemon.Wait()
+		<-exited
 	}()
 
 	// Both clusters get the same jobs at the same time; only the first has
@@ -212,6 +220,12 @@ func TestModernSite(t *testing.T) {
 	heldUntagged, untaggedAdmin := map[string]bool{}, map[string]string{}
 	deadline := time.Now().Add(12 * time.Minute)
 	for time.Now().Before(deadline) && len(done) < 2 {
+		select {
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("hadar-slurmd exited: %v\n%s", err, tail(filepath.Join(dir, "daemon.log"), 20))
+		default:
+		}
 		for name, ids := range map[string][]string{"hadar": hids, "slurm": sids} {
 			if _, ok := done[name]; ok {
 				continue

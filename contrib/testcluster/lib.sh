@@ -84,7 +84,22 @@ tc_proc_is() {
 
 # tc_slurm_daemons_running: true when any slurmctld or slurmd (either name) runs on this
 # host (in this pid namespace).
-tc_slurm_daemons_running() { pgrep -x 'slurm(ctld|d)(-wlm)?' >/dev/null; }
+# tc_closefds CMD...: run CMD with every file descriptor above 2 closed, so that a daemon
+# it starts keeps none of the caller's open: a `flock LOCK make e2e` whose munged held the
+# lock for as long as munged ran was seen; a pipe (`make test | tee`) would never end.
+tc_closefds() {
+	(
+		local fd
+		for fd in /proc/$BASHPID/fd/*; do
+			fd=${fd##*/}
+			if [[ $fd =~ ^[0-9]+$ ]] && ((fd > 2)); then
+				eval "exec $fd>&-" 2>/dev/null || true
+			fi
+		done
+		exec "$@"
+	)
+}
+tc_slurm_daemons_running() { pgrep -x 'slurm(ctld|d)(-wlm)?' >/dev/null 2>&1; } # (procps warns of a pattern over 15 characters; the regex matches all the same)
 
 # tc_slurm_version: the installed Slurm's MAJOR.MINOR (e.g. 22.05, 24.11), from `slurmd -V`
 # ("slurm 22.05.8", "slurm-wlm 24.11.5"); $HADAR_SLURM_VERSION overrides.
