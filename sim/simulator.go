@@ -75,6 +75,11 @@ type Config struct {
 	Policy optimizer.Policy
 	// CopyEfficiency scales HadarE copies' summed rate (default 1.0).
 	CopyEfficiency float64
+	// StepNoise, if positive, is the sigma of the lognormal factor each
+	// job's total steps is seen through by the policy (noise.go); jobs still
+	// complete at their true steps. NoiseSeed seeds the factors.
+	StepNoise float64
+	NoiseSeed int64
 	// MaxSimulatedTime stops a run that would never end (a job no GPU type can
 	// run); default 10 years.
 	MaxSimulatedTime time.Duration
@@ -128,11 +133,15 @@ type Result struct {
 }
 
 type simJob struct {
+	// Job is what the policy sees: with step noise, TotalSteps is the
+	// estimate and RemainingSteps follows from it (seenRemaining).
 	optimizer.Job
-	arrival    float64
-	firstStart float64
-	completion float64
-	isolated   float64
+	// steps is the job's true work, left the true steps still to do.
+	steps, left float64
+	arrival     float64
+	firstStart  float64
+	completion  float64
+	isolated    float64
 	// bestRate is the job's rate on its fastest GPU type in the cluster.
 	bestRate float64
 	// HadarE bookkeeping.
@@ -154,6 +163,9 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 	if cfg.CopyEfficiency == 0 {
 		cfg.CopyEfficiency = 1
 	}
+	if err := checkSigma("steps", cfg.StepNoise); err != nil {
+		return nil, fmt.Errorf("simulate: %w", err)
+	}
 	if cfg.MaxSimulatedTime == 0 {
 		cfg.MaxSimulatedTime = 10 * 365 * 24 * time.Hour
 	}
@@ -174,6 +186,7 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 		planned = learn.plan
 	}
 	jobs := make([]*simJob, len(trace))
+	stepNoise := stepFactors(len(trace), cfg.StepNoise, cfg.NoiseSeed)
 	for i, tj := range trace {
 		if err := checkRunnable(planned, tj, capacity); err != nil {
 			return nil, fmt.Errorf("simulate: job %d: %w", i, err)
@@ -181,13 +194,18 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 		if err := checkRunnable(truth, tj, capacity); err != nil {
 			return nil, fmt.Errorf("simulate: job %d: truth: %w", i, err)
 		}
+		est := tj.TotalSteps
+		if stepNoise != nil {
+			est *= stepNoise[i]
+		}
 		jobs[i] = &simJob{
 			Job: optimizer.Job{
 				ID: strconv.Itoa(i), Type: tj.JobType, Workers: tj.ScaleFactor,
 				Arrival:    Epoch.Add(seconds(tj.Arrival)),
-				TotalSteps: tj.TotalSteps, RemainingSteps: tj.TotalSteps,
+				TotalSteps: est, RemainingSteps: est,
 				Weight: max(tj.PriorityWeight, 0),
 			},
+			steps: tj.TotalSteps, left: tj.TotalSteps,
 			arrival: tj.Arrival, firstStart: -1, completion: -1,
 		}
 		if jobs[i].Weight == 0 {
@@ -224,7 +242,9 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 		for next < len(order) && order[next].arrival <= now {
 			j := order[next]
 			active = append(active, j)
-			j.isolated = isolatedTime(truth, &j.Job, capacity, len(active))
+			exact := j.Job // the metric is of the true work
+			exact.TotalSteps = j.steps
+			j.isolated = isolatedTime(truth, &exact, capacity, len(active))
 			j.bestRate = bestRate(truth, &j.Job, capacity)
 			next++
 		}
@@ -294,17 +314,21 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 			}
 			gpus := float64(optimizer.TaskGPUs(tasks))
 			ran := round
-			before := j.RemainingSteps
-			if steps := roundSteps(rate, round); rate > 0 && j.RemainingSteps <= steps {
-				ran = j.RemainingSteps / rate
-				j.RemainingSteps = 0
+			before := j.left
+			if steps := roundSteps(rate, round); rate > 0 && j.left <= steps {
+				ran = j.left / rate
+				j.left = 0
 				j.completion = now + ran
 			} else if rate > 0 {
 				ran = steps / rate
-				j.RemainingSteps -= steps
+				j.left -= steps
+			}
+			j.RemainingSteps = j.left
+			if stepNoise != nil {
+				j.RemainingSteps = seenRemaining(j.TotalSteps, j.steps-j.left)
 			}
 			if j.bestRate > 0 {
-				ideal += float64(j.Workers) * (before - j.RemainingSteps) / j.bestRate
+				ideal += float64(j.Workers) * (before - j.left) / j.bestRate
 			}
 			j.Attained += gpus * ran
 			j.Executed += ran

@@ -50,8 +50,8 @@ func simulateCommand() *cli.Command {
 			"plans with the prior throughout. The report adds the planning matrix's error against\n" +
 			"TRUTH as jobs complete (docs/learning.md).\n\n" +
 			"Traces are Gavel's tab-separated format; `gavel:NAME` names a trace embedded in the\n" +
-			"binary (" + strings.Join(sim.EmbeddedTraceNames(), ", ") + ").",
-		Flags: []cli.Flag{
+			"binary (" + strings.Join(sim.EmbeddedTraceNames(), ", ") + ").\n\n" + simulateNoiseHelp,
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "trace", Usage: "trace file, or gavel:NAME for an embedded Gavel trace (default: a generated trace)"},
 			throughputsFlag(),
 			&cli.BoolFlag{Name: "prior", Usage: "fill the cells --throughputs lacks on the --cluster types with the prior (docs/prior.md), so a type no matrix measured (l40s, b200, ...) runs jobs at its predicted rates; with --truth, fills the truth's missing cells (the plan is always filled)"},
@@ -70,19 +70,22 @@ func simulateCommand() *cli.Command {
 			&cli.BoolFlag{Name: "markdown", Usage: "print the results as a Markdown table (hours)"},
 			&cli.StringFlag{Name: "plot", Usage: "write PNG plots (JCT CDF, utilization, metrics) into `DIR`"},
 			&cli.BoolFlag{Name: "progress", Usage: "show a progress bar on stderr (default: when stderr is a terminal)"},
-		},
+		}, simulateNoiseFlags()...),
 		Action: runSimulate,
 	}
 }
 
 // simulateOutput is the --json shape.
 type simulateOutput struct {
-	Trace    string                 `json:"trace"`
-	Cluster  map[string]int         `json:"cluster"`
-	RoundS   float64                `json:"round_s"`
-	Truth    string                 `json:"truth,omitempty"`
-	Policies map[string]sim.Metrics `json:"policies"`
-	Order    []string               `json:"policy_order"`
+	Trace   string         `json:"trace"`
+	Cluster map[string]int `json:"cluster"`
+	RoundS  float64        `json:"round_s"`
+	Truth   string         `json:"truth,omitempty"`
+	// NoiseSteps and NoiseRate are the sigmas of --noise-steps and --noise-rate.
+	NoiseSteps float64                `json:"noise_steps,omitempty"`
+	NoiseRate  float64                `json:"noise_rate,omitempty"`
+	Policies   map[string]sim.Metrics `json:"policies"`
+	Order      []string               `json:"policy_order"`
 }
 
 func runSimulate(c *cli.Context) error {
@@ -107,8 +110,8 @@ func runSimulate(c *cli.Context) error {
 			return fmt.Errorf("--explore must be at least 0, got %g", c.Float64("explore"))
 		}
 		learn = &sim.Learning{Prior: fillPrior, Explore: c.Float64("explore"), Frozen: c.Bool("no-learning")}
-	} else if c.IsSet("explore") || c.IsSet("no-learning") {
-		return fmt.Errorf("--explore and --no-learning need --truth")
+	} else if (c.IsSet("explore") || c.IsSet("no-learning")) && !c.IsSet("noise-rate") {
+		return fmt.Errorf("--explore and --no-learning need --truth or --noise-rate")
 	}
 	if c.Bool("prior") {
 		types := thr.GPUTypes()
@@ -120,6 +123,9 @@ func runSimulate(c *cli.Context) error {
 		} else {
 			thr = profiles.WithPrior(thr, types)
 		}
+	}
+	if thr, truth, learn, err = applyRateNoise(c, thr, truth, learn); err != nil {
+		return err
 	}
 	if c.Int("gpus-per-node") < 1 {
 		return fmt.Errorf("--gpus-per-node must be at least 1, got %d", c.Int("gpus-per-node"))
@@ -142,7 +148,11 @@ func runSimulate(c *cli.Context) error {
 	opts := optimizer.Options{Seed: c.Int64("seed"), CopyEfficiency: c.Float64("copy-efficiency"), MaxCopies: c.Int("max-copies")}
 	showProgress := c.Bool("progress") || (!c.IsSet("progress") && term.IsTerminal(int(os.Stderr.Fd())))
 
-	out := simulateOutput{Trace: traceName, Truth: c.String("truth"), Cluster: gpus, RoundS: c.Duration("round").Seconds(), Policies: map[string]sim.Metrics{}, Order: names}
+	out := simulateOutput{Trace: traceName, Truth: c.String("truth"), Cluster: gpus, RoundS: c.Duration("round").Seconds(), Policies: map[string]sim.Metrics{}, Order: names,
+		NoiseSteps: c.Float64("noise-steps"), NoiseRate: c.Float64("noise-rate")}
+	if out.Truth == "" && out.NoiseRate > 0 {
+		out.Truth = c.String("throughputs")
+	}
 	results := map[string]*sim.Result{}
 	for _, name := range names {
 		policy, err := optimizer.New(name, opts)
@@ -157,6 +167,8 @@ func runSimulate(c *cli.Context) error {
 			Learn:          learn,
 			Policy:         policy,
 			CopyEfficiency: c.Float64("copy-efficiency"),
+			StepNoise:      c.Float64("noise-steps"),
+			NoiseSeed:      c.Int64("seed"),
 		}
 		var bar *progressbar.ProgressBar
 		if showProgress {
