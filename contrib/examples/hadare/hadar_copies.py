@@ -55,6 +55,14 @@ temporary name and renamed, so a reader never sees half a file):
                             (steps done in total, finished or not)
     result.json             the training script's final result (optional)
 
+Adaptive combining (Copies(adaptive=AdaptiveCombining(...)), docs/hadare.md): each
+done-<i>.json also carries a sketch of the copy's model; a round whose copies have not
+drifted apart is closed without a combine (combined.json has "combined": false and
+"local": each copy's own copy-<i>.pt, which it goes on from, kept until the next round
+closes); a combine may leave out copies whose work does not lower the validation loss
+("used", "lost_steps") and drop a copy from the job ("dropped", "dropped_all": its
+next_round returns None and Copies.dropped is True).
+
 Failure: a copy that dies stops heartbeating; the others stop waiting for it after
 ``stale_after`` seconds (or as soon as hadar's plan no longer lists it) and combine
 without it. A copy that is stopped with SIGTERM (scancel, hadar's requeue) leaves the

@@ -145,21 +145,24 @@ class Copy:
 def run(task, k, seed, round_steps, combine, target, eval_every, max_steps, threshold=0.003, max_interval=8,
         drop_below=0.0, patience=2, speeds=None, bad_copy=False):
     """Train k copies (k = 1: the job alone) until the average of their models
-    reaches held-out loss target. combine is "every:N" or "adaptive". Returns a
+    reaches held-out loss target. combine is "every:N", "adaptive" or
+    "adaptive:THRESHOLD". Returns a
     dict: steps (all copies), per_copy (steps of the fastest copy), rounds,
     combines, dropped, reached (False when max_steps ran out), seconds."""
     speeds = speeds or [1.0] * k
     copies = [Copy(task, seed, i, bad=bad_copy and k > 1 and i == k - 1) for i in range(k)]
     rule = None
     every = 1
-    if combine == "adaptive":
+    if combine == "adaptive" or combine.startswith("adaptive:"):
+        if ":" in combine:
+            threshold = float(combine.split(":", 1)[1])
         rule = hadar_copies.AdaptiveCombining(threshold=threshold, max_interval=max_interval,
                                               evaluate=task.validate, drop_below=drop_below, patience=patience,
                                               seed=seed)
     elif combine.startswith("every:"):
         every = int(combine.split(":", 1)[1])
     else:
-        raise ValueError("combine: every:N or adaptive, not %r" % combine)
+        raise ValueError("combine: every:N, adaptive or adaptive:T, not %r" % combine)
     t0 = time.time()
     live = list(range(k))
     rounds = combines = since = 0
@@ -183,15 +186,18 @@ def run(task, k, seed, round_steps, combine, target, eval_every, max_steps, thre
         rounds += 1
         share = {i: max(1, int(round(round_steps * speeds[i] / max(speeds)))) for i in live}
         done = {i: 0 for i in live}
-        # Train the round in slices of eval_every steps of the fastest copy, the
-        # slower ones in proportion, and check the copies' average after each.
-        t = 0
+        # Train the round in slices that end where the fastest copy's steps are
+        # a multiple of eval_every (or at the round's end), the slower copies
+        # in proportion, and check the copies' average at those multiples.
+        start, t = (rounds - 1) * round_steps, 0
         while t < round_steps:
-            t = min(round_steps, t + eval_every)
+            t = min(round_steps, (start + t) // eval_every * eval_every + eval_every - start)
             for i in live:
                 want = int(round(share[i] * t / round_steps))
                 copies[i].train(want - done[i])
                 done[i] = want
+            if (start + t) % eval_every:
+                continue
             ok, loss, acc = reached()
             if ok or max(c.steps for c in copies) >= max_steps:
                 result = {"reached": ok, "loss": loss, "accuracy": acc}
@@ -258,6 +264,33 @@ def fmt_ci(xs):
     return "%.2f" % m, "%.2f-%.2f" % t, "%.2f-%.2f" % b
 
 
+def print_table(runs, target, seconds=None):
+    """The Markdown table of runs: one row per (round steps, K, combine)."""
+    solo = [r for r in runs if r["k"] == 1]
+    print("target held-out loss %.2f; job alone: %.0f steps (mean of %d seeds, %.0f-%.0f)%s"
+          % (target, sum(r["steps"] for r in solo) / len(solo), len(solo), min(r["steps"] for r in solo),
+             max(r["steps"] for r in solo), "; %.0f s in all" % seconds if seconds is not None else ""))
+    print()
+    print("| K | round steps | combine | steps per copy | combines | efficiency | 95% t-interval | "
+          "95% bootstrap | dropped | not reached |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    keys = []
+    for r in runs:
+        key = (r["round_steps"], r["k"], r["combine"])
+        if r["k"] > 1 and key not in keys:
+            keys.append(key)
+    for h, k, mode in sorted(keys, key=lambda x: (x[0], x[1])):
+        rs = [r for r in runs if (r["round_steps"], r["k"], r["combine"]) == (h, k, mode)]
+        ok = [r for r in rs if r.get("efficiency") is not None]
+        if not ok:
+            print("| %d | %d | %s | - | - | - | - | - | - | %d |" % (k, h, mode, len(rs)))
+            continue
+        m, t, b = fmt_ci([r["efficiency"] for r in ok])
+        print("| %d | %d | %s | %.0f | %.1f | %s | %s | %s | %d | %d |" % (
+            k, h, mode, sum(r["per_copy"] for r in ok) / len(ok), sum(r["combines"] for r in ok) / len(ok),
+            m, t, b, sum(len(r["dropped"]) for r in ok), len(rs) - len(ok)))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  epilog=__doc__[__doc__.index("Examples"):],
@@ -271,7 +304,8 @@ def main(argv=None):
     ap.add_argument("--eval-every", type=int, default=25, help="check the copies' average every N steps (default 25)")
     ap.add_argument("--max-steps", type=int, default=40000, help="give up after N steps of one copy (default 40000)")
     ap.add_argument("--combine", default="every:1",
-                    help="comma-separated: every:N (combine every N rounds) and/or adaptive (default every:1)")
+                    help="comma-separated: every:N (combine every N rounds), adaptive (at --threshold), "
+                         "adaptive:T (at threshold T) (default every:1)")
     ap.add_argument("--threshold", type=float, default=0.003, help="adaptive: divergence that triggers a combine")
     ap.add_argument("--max-interval", type=int, default=8, help="adaptive: combine at least every N rounds")
     ap.add_argument("--drop-below", type=float, default=0.0,
@@ -283,7 +317,13 @@ def main(argv=None):
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--json", action="store_true", help="print every run as JSON")
+    ap.add_argument("--table", metavar="FILE", help="print the table of a --json output (run nothing)")
     args = ap.parse_args(argv)
+    if args.table:
+        with open(args.table) as f:
+            saved = json.load(f)
+        print_table(saved["runs"], saved["args"]["target_loss"])
+        return 0
 
     import torch
     torch.set_num_threads(1)
@@ -313,26 +353,7 @@ def main(argv=None):
         json.dump({"args": vars(args), "runs": runs}, sys.stdout, indent=1)
         print()
         return 0
-    solo = [r for r in runs if r["k"] == 1]
-    print("target held-out loss %.2f; job alone: %.0f steps (mean of %d seeds, %.0f-%.0f); %.0f s in all"
-          % (args.target_loss, sum(r["steps"] for r in solo) / len(solo), len(solo),
-             min(r["steps"] for r in solo), max(r["steps"] for r in solo), time.time() - t0))
-    print()
-    print("| K | round steps | combine | steps per copy | combines | efficiency | 95% t-interval | "
-          "95% bootstrap | dropped | not reached |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for h in hs:
-        for k in ks:
-            for mode in modes:
-                rs = [r for r in runs if r["k"] == k and r["round_steps"] == h and r["combine"] == mode]
-                ok = [r for r in rs if r["efficiency"] is not None]
-                if not ok:
-                    print("| %d | %d | %s | - | - | - | - | - | - | %d |" % (k, h, mode, len(rs)))
-                    continue
-                m, t, b = fmt_ci([r["efficiency"] for r in ok])
-                print("| %d | %d | %s | %.0f | %.1f | %s | %s | %s | %d | %d |" % (
-                    k, h, mode, sum(r["per_copy"] for r in ok) / len(ok), sum(r["combines"] for r in ok) / len(ok),
-                    m, t, b, sum(len(r["dropped"]) for r in ok), len(rs) - len(ok)))
+    print_table(runs, args.target_loss, time.time() - t0)
     return 0
 
 
