@@ -50,7 +50,7 @@ func simulateCommand() *cli.Command {
 			"plans with the prior throughout. The report adds the planning matrix's error against\n" +
 			"TRUTH as jobs complete (docs/learning.md).\n\n" +
 			"Traces are Gavel's tab-separated format; `gavel:NAME` names a trace embedded in the\n" +
-			"binary (" + strings.Join(sim.EmbeddedTraceNames(), ", ") + ").\n\n" + simulateNoiseHelp,
+			"binary (" + strings.Join(sim.EmbeddedTraceNames(), ", ") + ").\n\n" + simulateNoiseHelp + "\n\n" + simulateDaemonHelp,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "trace", Usage: "trace file, or gavel:NAME for an embedded Gavel trace (default: a generated trace)"},
 			throughputsFlag(),
@@ -70,7 +70,7 @@ func simulateCommand() *cli.Command {
 			&cli.BoolFlag{Name: "markdown", Usage: "print the results as a Markdown table (hours)"},
 			&cli.StringFlag{Name: "plot", Usage: "write PNG plots (JCT CDF, utilization, metrics) into `DIR`"},
 			&cli.BoolFlag{Name: "progress", Usage: "show a progress bar on stderr (default: when stderr is a terminal)"},
-		}, simulateNoiseFlags()...),
+		}, append(simulateNoiseFlags(), simulateDaemonFlags()...)...),
 		Action: runSimulate,
 	}
 }
@@ -78,6 +78,7 @@ func simulateCommand() *cli.Command {
 // simulateOutput is the --json shape.
 type simulateOutput struct {
 	Trace   string         `json:"trace"`
+	Layout  string         `json:"layout,omitempty"`
 	Cluster map[string]int `json:"cluster"`
 	RoundS  float64        `json:"round_s"`
 	Truth   string         `json:"truth,omitempty"`
@@ -89,6 +90,9 @@ type simulateOutput struct {
 }
 
 func runSimulate(c *cli.Context) error {
+	if daemonMode(c) {
+		return runSimulateDaemon(c)
+	}
 	thr, err := loadThroughputs(c.String("throughputs"))
 	if err != nil {
 		return err
@@ -218,7 +222,11 @@ func printSimulateTable(w io.Writer, out simulateOutput) {
 	for _, t := range sortedKeys(out.Cluster) {
 		cl = append(cl, fmt.Sprintf("%s=%d", t, out.Cluster[t]))
 	}
-	fmt.Fprintf(w, "trace %s, cluster %s, round %.0fs\n\n", out.Trace, strings.Join(cl, ","), out.RoundS)
+	layout := ""
+	if out.Layout != "" {
+		layout = ", layout " + out.Layout + " (hadar-slurmd's round)"
+	}
+	fmt.Fprintf(w, "trace %s, cluster %s%s, round %.0fs\n\n", out.Trace, strings.Join(cl, ","), layout, out.RoundS)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "policy\tjobs\tmakespan h\tavg JCT h\tp50 JCT h\tp99 JCT h\tavg queue h\tFTF mean\tFTF max\tutil\ttype eff\trounds\tsched mean ms\tsched max ms\twall s\t")
 	for _, name := range out.Order {

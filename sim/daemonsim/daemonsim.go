@@ -52,9 +52,11 @@ type Options struct {
 	Planning, Truth optimizer.Throughputs
 	// Timing is Slurm's and the jobs' (slurmsim.Measured when zero).
 	Timing slurmsim.Timing
-	// Untagged are jobs submitted at the start of the daemon's run beside
-	// the trace (other users' work); they are not in the metrics.
-	Untagged []slurmsim.JobSpec
+	// Untagged are jobs submitted UntaggedAt after the start of the
+	// daemon's run (after the trace's jobs of that time), beside the trace:
+	// other users' work. They are not in the metrics.
+	Untagged   []slurmsim.JobSpec
+	UntaggedAt time.Duration
 	// Horizon bounds the virtual time of a run (default 30 days): jobs
 	// not done by then count as not completed.
 	Horizon time.Duration
@@ -207,10 +209,10 @@ func Daemon(ctx context.Context, opts Options, trace []sim.TraceJob) (*Result, e
 	defer store.Close()
 
 	c := s.cluster(cfg.SpoolDir)
-	for _, u := range s.opts.Untagged {
-		c.Submit(u)
-	}
 	s.submit(c, trace, true)
+	for _, u := range s.opts.Untagged {
+		c.SubmitAt(s.start.Add(s.opts.UntaggedAt), u)
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	clock := &stopClock{Cluster: c, cancel: cancel, until: s.start.Add(s.opts.Horizon)}
@@ -225,8 +227,9 @@ func Daemon(ctx context.Context, opts Options, trace []sim.TraceJob) (*Result, e
 	var sched []time.Duration
 	b.OnCycle = func(rep bridge.RoundReport, err error) {
 		rounds++
-		sched = append(sched, rep.Solve)
+		sched = append(sched, time.Since(clock.real)) // the clock stands still in a round
 	}
+	clock.real = time.Now()
 	if err := b.Run(runCtx); err != nil {
 		return nil, fmt.Errorf("daemonsim: %w", err)
 	}
@@ -268,6 +271,8 @@ type stopClock struct {
 	*slurmsim.Cluster
 	cancel func()
 	until  time.Time
+	// real is the wall time at which the loop last resumed.
+	real time.Time
 }
 
 func (k *stopClock) After(d time.Duration) <-chan time.Time {
@@ -275,6 +280,7 @@ func (k *stopClock) After(d time.Duration) <-chan time.Time {
 	if !k.Busy() || k.Now().After(k.until) {
 		k.cancel()
 	}
+	k.real = time.Now()
 	return ch
 }
 

@@ -15,8 +15,7 @@ import (
 // would do it. Every command takes Timing.CommandDelay of virtual time.
 
 // Jobs is squeue (slurm.JobQueryArgs): pending and running jobs, in
-// submission order. Running training jobs' reports are brought up to date
-// first, as if they had been writing them all along.
+// submission order.
 func (c *Cluster) Jobs(ctx context.Context) ([]slurm.Job, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -59,11 +58,16 @@ func (c *Cluster) reason(j *Job) string {
 	return j.Reason
 }
 
-// JobDetails is scontrol show job (slurm.JobDetailQueryArgs).
+// JobDetails is scontrol show job (slurm.JobDetailQueryArgs). It also
+// brings the running training jobs' progress reports up to date, as if they
+// had been writing them every tick: the daemon reads the spool once a
+// round, right after this command, so it sees the files it would see live,
+// and the polls between rounds (squeue) cost no file writes.
 func (c *Cluster) JobDetails(ctx context.Context) ([]slurm.JobDetail, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.command()
+	c.syncReports()
 	var out []slurm.JobDetail
 	for _, id := range c.order {
 		j := c.jobs[id]
@@ -136,10 +140,7 @@ func (c *Cluster) Nodes(ctx context.Context) ([]slurm.Node, error) {
 }
 
 // command runs what happens while a command runs.
-func (c *Cluster) command() {
-	c.advance(c.now.Add(c.cfg.CommandDelay))
-	c.syncReports()
-}
+func (c *Cluster) command() { c.advance(c.now.Add(c.cfg.CommandDelay)) }
 
 // each applies fn to every job of ids as scontrol does for a list: the
 // others go on when one fails; the errors are joined.

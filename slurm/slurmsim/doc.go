@@ -29,5 +29,8 @@
 //     Rate(model, GPU type of their first node, workers) x Tick steps and
 //     report them in the spool's progress files (bridge.ProgressPath's
 //     format), and end when all their steps are done; a requeued job resumes
-//     from its last report. Other jobs run for a fixed time.
+//     from its last report. Other jobs run for a fixed time. The report files
+//     are brought up to date when they can be read: at JobDetails (the
+//     daemon reads the spool right after it, once a round), a requeue and a
+//     job's end.
 package slurmsim

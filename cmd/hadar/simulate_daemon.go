@@ -1,0 +1,212 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hadar-sched/hadar/bridge"
+	"github.com/hadar-sched/hadar/optimizer"
+	"github.com/hadar-sched/hadar/profiles"
+	"github.com/hadar-sched/hadar/sim"
+	"github.com/hadar-sched/hadar/sim/daemonsim"
+	"github.com/hadar-sched/hadar/slurm/slurmsim"
+)
+
+// simulateDaemonHelp is the part of simulate's description about --daemon.
+const simulateDaemonHelp = "--layout FILE (or --daemon with --cluster) runs hadar-slurmd's own loop instead: the trace's\n" +
+	"jobs are submitted, tagged, to an in-memory Slurm of the test-cluster layout FILE\n" +
+	"(contrib/testcluster/layouts; --daemon --cluster v100=N,... generates one of\n" +
+	"--gpus-per-node-GPU nodes) with Slurm 22.05's measured behaviour (hold and release,\n" +
+	"NodeList pinning, requeuehold and its 120 s begin time, launch latency, FIFO plus\n" +
+	"backfill), the daemon's rounds (config --config, defaults as hadar-slurmd's; the\n" +
+	"policy is its policy unless --policies is given) place them, and they run as\n" +
+	"contrib/examples/toyjob runs, reporting progress every --tick, at --truth's rates\n" +
+	"(default --throughputs, default the config's throughputs). A slurm-only row runs the\n" +
+	"same trace through Slurm alone (untagged, untyped gpu:N). Time is virtual: a day of\n" +
+	"rounds takes seconds. --untagged N:DURATION[@AT] adds N one-GPU jobs of other users\n" +
+	"to the daemon's run (docs/fidelity.md, \"The daemon's round\")."
+
+// simulateDaemonFlags are the flags of simulate's daemon mode.
+func simulateDaemonFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "layout", Usage: "run hadar-slurmd's round on an in-memory Slurm of this test-cluster layout `FILE` (implies --daemon)"},
+		&cli.BoolFlag{Name: "daemon", Usage: "run hadar-slurmd's round on an in-memory Slurm (with --cluster: a generated layout of --gpus-per-node-GPU nodes), plus a slurm-only run"},
+		&cli.StringFlag{Name: "config", Usage: "with --daemon: the daemon's config `FILE` (hadar.toml; default: hadar-slurmd's defaults)"},
+		&cli.DurationFlag{Name: "tick", Value: 2 * time.Second, Usage: "with --daemon: the jobs' progress report interval (toyjob's TOYJOB_TICK)"},
+		&cli.StringFlag{Name: "untagged", Usage: "with --daemon: `N:DURATION[@AT]`, N untagged one-GPU jobs of DURATION submitted AT (default 0s) into the daemon's run"},
+	}
+}
+
+// daemonMode reports whether simulate runs the daemon's round.
+func daemonMode(c *cli.Context) bool { return c.IsSet("layout") || c.Bool("daemon") }
+
+// runSimulateDaemon is `hadar simulate --layout/--daemon`.
+func runSimulateDaemon(c *cli.Context) error {
+	for _, f := range []string{"explore", "no-learning", "copy-efficiency", "max-copies", "seed"} {
+		if c.IsSet(f) {
+			return fmt.Errorf("--%s does not apply with --daemon (the daemon's config has the policy's knobs)", f)
+		}
+	}
+	cfg := bridge.DefaultConfig()
+	if p := c.String("config"); p != "" {
+		var err error
+		if cfg, err = bridge.LoadConfig(p); err != nil {
+			return err
+		}
+	}
+	if c.IsSet("round") {
+		cfg.Round = bridge.Duration{Duration: c.Duration("round")}
+	}
+	var layout slurmsim.Layout
+	if p := c.String("layout"); p != "" {
+		var err error
+		if layout, err = slurmsim.ReadLayout(p); err != nil {
+			return err
+		}
+	} else {
+		gpus, err := parseCluster(c.String("cluster"))
+		if err != nil {
+			return err
+		}
+		if c.Int("gpus-per-node") < 1 {
+			return fmt.Errorf("--gpus-per-node must be at least 1, got %d", c.Int("gpus-per-node"))
+		}
+		layout = slurmsim.GenerateLayout(gpus, c.Int("gpus-per-node"))
+	}
+	matrix := cfg.Throughputs
+	if c.IsSet("throughputs") {
+		matrix = c.String("throughputs")
+	}
+	planning, err := loadThroughputs(matrix)
+	if err != nil {
+		return err
+	}
+	if f := c.String("forget"); f != "" {
+		planning = forgetTypes(planning, strings.Split(f, ","))
+	}
+	truth := planning
+	if c.IsSet("truth") {
+		if truth, err = loadThroughputs(c.String("truth")); err != nil {
+			return fmt.Errorf("--truth: %w", err)
+		}
+	}
+	if c.Bool("prior") {
+		var types []string
+		for t := range layout.GPUs() {
+			if gt, err := profiles.ResolveDefault(t, truth.GPUTypes()...); err == nil {
+				types = append(types, gt)
+			}
+		}
+		truth = profiles.WithPrior(truth, append(truth.GPUTypes(), types...))
+	}
+	if c.Duration("tick") <= 0 {
+		return fmt.Errorf("--tick must be positive, got %s", c.Duration("tick"))
+	}
+	untagged, err := parseUntagged(c.String("untagged"))
+	if err != nil {
+		return err
+	}
+	traceName, trace, err := loadOrGenerateTrace(c.String("trace"), truth)
+	if err != nil {
+		return err
+	}
+	names := []string{cfg.Policy}
+	if c.IsSet("policies") {
+		if names, err = parsePolicies(c.String("policies")); err != nil {
+			return err
+		}
+	}
+	opts := daemonsim.Options{Layout: layout, Config: cfg, Planning: planning, Truth: truth,
+		Timing: slurmsim.Measured(c.Duration("tick")), Untagged: untagged.jobs, UntaggedAt: untagged.at,
+		Logger: slog.New(slog.DiscardHandler)}
+	out := simulateOutput{Trace: traceName, Truth: c.String("truth"), Cluster: map[string]int{}, RoundS: cfg.Round.Duration.Seconds(),
+		Policies: map[string]sim.Metrics{}, Layout: c.String("layout")}
+	if out.Layout == "" {
+		out.Layout = "generated"
+	}
+	results := map[string]*sim.Result{}
+	for _, name := range names {
+		opts.Config.Policy = name
+		if _, err := optimizer.New(name, cfg.PolicyOptions()); err != nil {
+			return err
+		}
+		res, err := daemonsim.Daemon(c.Context, opts, trace)
+		if err != nil {
+			return err
+		}
+		results[name], out.Policies[name] = res.Result, sim.Summarize(res.Result)
+		out.Cluster = res.Capacity
+	}
+	res, err := daemonsim.SlurmAlone(c.Context, opts, trace)
+	if err != nil {
+		return err
+	}
+	results[daemonsim.SlurmOnly], out.Policies[daemonsim.SlurmOnly] = res.Result, sim.Summarize(res.Result)
+	out.Order = append(names, daemonsim.SlurmOnly)
+	if dir := c.String("plot"); dir != "" {
+		if err := writePlots(dir, out.Order, results, out.Policies); err != nil {
+			return err
+		}
+	}
+	switch {
+	case c.Bool("json"):
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	case c.Bool("markdown"):
+		printSimulateMarkdown(c.App.Writer, out)
+		return nil
+	}
+	printSimulateTable(c.App.Writer, out)
+	printTypeUtilization(c.App.Writer, out)
+	fmt.Fprintf(c.App.Writer, "\nmakespan s: %s\n", makespans(out))
+	return nil
+}
+
+// makespans is "hadar=X slurm-only=Y".
+func makespans(out simulateOutput) string {
+	var parts []string
+	for _, name := range out.Order {
+		parts = append(parts, fmt.Sprintf("%s=%.1f", name, out.Policies[name].MakespanS))
+	}
+	return strings.Join(parts, " ")
+}
+
+type untaggedJobs struct {
+	jobs []slurmsim.JobSpec
+	at   time.Duration
+}
+
+// parseUntagged reads --untagged N:DURATION[@AT].
+func parseUntagged(s string) (untaggedJobs, error) {
+	var u untaggedJobs
+	if s == "" {
+		return u, nil
+	}
+	bad := fmt.Errorf("--untagged: %q is not N:DURATION[@AT] (e.g. 2:15s or 2:15s@1s)", s)
+	count, rest, ok := strings.Cut(s, ":")
+	n, err := strconv.Atoi(count)
+	if !ok || err != nil || n < 0 {
+		return u, bad
+	}
+	dur, at, hasAt := strings.Cut(rest, "@")
+	d, err := time.ParseDuration(dur)
+	if err != nil || d <= 0 {
+		return u, bad
+	}
+	if hasAt {
+		if u.at, err = time.ParseDuration(at); err != nil || u.at < 0 {
+			return u, bad
+		}
+	}
+	for i := range n {
+		u.jobs = append(u.jobs, slurmsim.JobSpec{Name: fmt.Sprintf("untagged-%d", i), User: "other", GPUsPerNode: 1, Duration: d})
+	}
+	return u, nil
+}
