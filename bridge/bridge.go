@@ -809,7 +809,7 @@ func (b *Bridge) enforce(ctx context.Context, log *slog.Logger, cfg Config, der 
 		}
 	} else {
 		ex := &Executor{Cluster: b.deps.Cluster, Allowed: tagged, Log: log, AwaitInterval: b.awaitInterval, AwaitTries: b.awaitTries,
-			Clock: b.deps.Clock}
+			Clock: b.deps.Clock, PlaceParallel: placeParallel}
 		rep.Results = ex.Execute(ctx, der.Actions)
 		for _, r := range rep.Results {
 			switch {

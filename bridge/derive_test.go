@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -385,12 +386,18 @@ func TestExecutorRefusesUntaggedJobs(t *testing.T) {
 }
 
 func TestExecutorFailureDoesNotStopOthers(t *testing.T) {
+	for _, parallel := range []int{0, 4} {
+		t.Run(fmt.Sprintf("parallel=%d", parallel), func(t *testing.T) { testExecutorFailureDoesNotStopOthers(t, parallel) })
+	}
+}
+
+func testExecutorFailureDoesNotStopOthers(t *testing.T, parallel int) {
 	fc := newFakeCluster("v1:v100:4", "v2:v100:4")
 	a := fc.submit("hadar model=m", 1, 1, t0)
 	b := fc.submit("hadar model=m", 1, 1, t0)
 	c := fc.submit("hadar model=m", 1, 1, t0)
 	fc.failJob["PlaceOnNodes"] = map[string]error{b: slurm.ErrInvalidNodeName}
-	ex := &Executor{Cluster: fc, Allowed: map[string]bool{a: true, b: true, c: true}}
+	ex := &Executor{Cluster: fc, Allowed: map[string]bool{a: true, b: true, c: true}, PlaceParallel: parallel}
 	res := ex.Execute(context.Background(), []Action{
 		{Kind: ActPlace, JobIDs: []string{a}, Nodes: []string{"v1"}},
 		{Kind: ActPlace, JobIDs: []string{b}, Nodes: []string{"v1"}},
@@ -413,5 +420,64 @@ func TestExecutorFailureDoesNotStopOthers(t *testing.T) {
 	}
 	if !strings.Contains(fc.Calls()[3], "StartTime=now") || strings.Contains(fc.Calls()[3], b) {
 		t.Errorf("start-now call = %q", fc.Calls()[3])
+	}
+}
+
+// inflightCluster counts the placements in flight at once.
+type inflightCluster struct {
+	*fakeCluster
+	mu            sync.Mutex
+	now, most     int
+	second        chan struct{}
+	secondStarted sync.Once
+}
+
+func (c *inflightCluster) PlaceOnNodes(ctx context.Context, id string, nodes []string) error {
+	c.mu.Lock()
+	c.now++
+	c.most = max(c.most, c.now)
+	if c.now >= 2 {
+		c.secondStarted.Do(func() { close(c.second) })
+	}
+	c.mu.Unlock()
+	// Wait (bounded) for a second placement to overlap with this one: one
+	// after the other, none ever does.
+	select {
+	case <-c.second:
+	case <-time.After(2 * time.Second):
+	}
+	c.mu.Lock()
+	c.now--
+	c.mu.Unlock()
+	return c.fakeCluster.PlaceOnNodes(ctx, id, nodes)
+}
+
+func TestExecutorPlacesInParallel(t *testing.T) {
+	fc := newFakeCluster("v1:v100:4", "v2:v100:4")
+	ic := &inflightCluster{fakeCluster: fc, second: make(chan struct{})}
+	allowed := map[string]bool{}
+	var actions []Action
+	var ids []string
+	for i := range 8 {
+		id := fc.submit("hadar model=m", 1, 1, t0)
+		ids = append(ids, id)
+		allowed[id] = true
+		actions = append(actions, Action{Kind: ActPlace, JobIDs: []string{id}, Nodes: []string{fmt.Sprintf("v%d", 1+i%2)}})
+	}
+	actions = append(actions, Action{Kind: ActRelease, JobIDs: ids})
+	res := (&Executor{Cluster: ic, Allowed: allowed, PlaceParallel: 4}).Execute(context.Background(), actions)
+	if ic.most < 2 || ic.most > 4 {
+		t.Errorf("at most %d placements ran at once, want 2-4", ic.most)
+	}
+	for i, r := range res {
+		if !r.OK() {
+			t.Errorf("result %d: %+v", i, r)
+		}
+		if i < len(ids) && r.Sent[0] != ids[i] {
+			t.Errorf("result %d is of job %s, want %s (results in the order of the actions)", i, r.Sent[0], ids[i])
+		}
+	}
+	if calls := fc.Calls(); calls[len(calls)-1] != "Release "+strings.Join(ids, ",") {
+		t.Errorf("last call %q, want the release after every placement", calls[len(calls)-1])
 	}
 }
