@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -39,6 +40,7 @@ func simulateDaemonFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "daemon", Usage: "run hadar-slurmd's round on an in-memory Slurm (with --cluster: a generated layout of --gpus-per-node-GPU nodes), plus a slurm-only run"},
 		&cli.StringFlag{Name: "config", Usage: "with --daemon: the daemon's config `FILE` (hadar.toml; default: hadar-slurmd's defaults)"},
 		&cli.DurationFlag{Name: "tick", Value: 2 * time.Second, Usage: "with --daemon: the jobs' progress report interval (toyjob's TOYJOB_TICK)"},
+		&cli.StringFlag{Name: "log", Usage: "with --daemon: write hadar-slurmd's log (its decisions, round by round, in virtual time) to `FILE`"},
 		&cli.StringFlag{Name: "untagged", Usage: "with --daemon: `N:DURATION[@AT]`, N untagged one-GPU jobs of DURATION submitted AT (default 0s) into the daemon's run"},
 	}
 }
@@ -48,7 +50,7 @@ func daemonMode(c *cli.Context) bool { return c.IsSet("layout") || c.Bool("daemo
 
 // runSimulateDaemon is `hadar simulate --layout/--daemon`.
 func runSimulateDaemon(c *cli.Context) error {
-	for _, f := range []string{"explore", "no-learning", "copy-efficiency", "max-copies", "seed"} {
+	for _, f := range []string{"explore", "no-learning", "copy-efficiency", "max-copies", "seed", "noise-steps", "noise-rate"} {
 		if c.IsSet(f) {
 			return fmt.Errorf("--%s does not apply with --daemon (the daemon's config has the policy's knobs)", f)
 		}
@@ -122,9 +124,18 @@ func runSimulateDaemon(c *cli.Context) error {
 			return err
 		}
 	}
+	logger := slog.New(slog.DiscardHandler)
+	if p := c.String("log"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			return fmt.Errorf("--log: %w", err)
+		}
+		defer f.Close()
+		logger = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	opts := daemonsim.Options{Layout: layout, Config: cfg, Planning: planning, Truth: truth,
 		Timing: slurmsim.Measured(c.Duration("tick")), Untagged: untagged.jobs, UntaggedAt: untagged.at,
-		Logger: slog.New(slog.DiscardHandler)}
+		Logger: logger}
 	out := simulateOutput{Trace: traceName, Truth: c.String("truth"), Cluster: map[string]int{}, RoundS: cfg.Round.Duration.Seconds(),
 		Policies: map[string]sim.Metrics{}, Layout: c.String("layout")}
 	if out.Layout == "" {

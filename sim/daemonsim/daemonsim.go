@@ -217,7 +217,8 @@ func Daemon(ctx context.Context, opts Options, trace []sim.TraceJob) (*Result, e
 	defer cancel()
 	clock := &stopClock{Cluster: c, cancel: cancel, until: s.start.Add(s.opts.Horizon)}
 	uid := os.Getuid()
-	b, err := bridge.New(cfg, bridge.Deps{Cluster: c, Store: store, Clock: clock, Logger: s.opts.Logger,
+	logger := slog.New(virtualTime{Handler: s.opts.Logger.Handler(), now: c.Now})
+	b, err := bridge.New(cfg, bridge.Deps{Cluster: c, Store: store, Clock: clock, Logger: logger,
 		LookupUID: func(string) (int, error) { return uid, nil }})
 	if err != nil {
 		return nil, fmt.Errorf("daemonsim: %w", err)
@@ -282,6 +283,25 @@ func (k *stopClock) After(d time.Duration) <-chan time.Time {
 	}
 	k.real = time.Now()
 	return ch
+}
+
+// virtualTime stamps log records with the cluster's time.
+type virtualTime struct {
+	slog.Handler
+	now func() time.Time
+}
+
+func (v virtualTime) Handle(ctx context.Context, r slog.Record) error {
+	r.Time = v.now()
+	return v.Handler.Handle(ctx, r)
+}
+
+func (v virtualTime) WithAttrs(as []slog.Attr) slog.Handler {
+	return virtualTime{Handler: v.Handler.WithAttrs(as), now: v.now}
+}
+
+func (v virtualTime) WithGroup(name string) slog.Handler {
+	return virtualTime{Handler: v.Handler.WithGroup(name), now: v.now}
 }
 
 // result measures a run from the cluster's records.

@@ -243,8 +243,8 @@ func TestFIFOAndBackfill(t *testing.T) {
 	}
 }
 
-func TestBestFitRun(t *testing.T) {
-	// Usable nodes node1 (run of 1) and node3-5 (run of 3): the smaller run.
+func TestBestFit(t *testing.T) {
+	// Best fit: the usable node with the fewest free CPUs, the first of equals.
 	c := demo(t, Timing{})
 	c.SetNodeState("node2", "DRAIN")
 	id := c.Submit(JobSpec{GPUsPerNode: 1, Duration: time.Minute})
@@ -252,9 +252,31 @@ func TestBestFitRun(t *testing.T) {
 	if got := state(t, c, id); got != "RUNNING None node1" {
 		t.Errorf("got %s", got)
 	}
+	// A partly used node before idle ones (as job 15 of the demo went to
+	// node3, beside two jobs, with node1 idle).
+	c.SetNodeState("node2", "")
+	_ = c.PlaceOnNodes(context.Background(), c.Submit(JobSpec{Comment: "hadar", GPUsPerNode: 1}), []string{"node4"})
+	c.AdvanceTo(at(0.15))
+	for _, j := range c.Records() {
+		if j.Spec.Comment == "hadar" {
+			_ = c.Release(context.Background(), j.ID)
+		}
+	}
+	c.AdvanceTo(at(0.2))
+	id = c.Submit(JobSpec{GPUsPerNode: 2, Duration: time.Minute})
+	c.AdvanceTo(at(0.3))
+	if got := state(t, c, id); got != "RUNNING None node1" {
+		t.Errorf("2 GPUs, node1 with 3 free: got %s", got)
+	}
+	id = c.Submit(JobSpec{GPUsPerNode: 2, Duration: time.Minute})
+	c.AdvanceTo(at(0.4))
+	if got := state(t, c, id); got != "RUNNING None node4" {
+		t.Errorf("2 GPUs, node1 with 1 free, node4 with 3: got %s", got)
+	}
+	c.SetNodeState("node2", "DRAIN")
 	c.SetNodeState("node1", "DOWN")
 	id = c.Submit(JobSpec{GPUsPerNode: 4, Duration: time.Minute})
-	c.AdvanceTo(at(0.2))
+	c.AdvanceTo(at(0.5))
 	if got := state(t, c, id); got != "RUNNING None node3" {
 		t.Errorf("got %s", got)
 	}
@@ -266,8 +288,8 @@ func TestBestFitRun(t *testing.T) {
 	for _, n := range nodes {
 		got = append(got, n.Name+" "+n.RawState+" "+n.State+" "+fmt.Sprint(slurm.GPUsByType(n.GresUsed)))
 	}
-	want := []string{"node1 DOWN down map[v100:1]", "node2 IDLE+DRAIN drained map[v100:0]", "node3 MIXED mixed map[p100:4]",
-		"node4 IDLE idle map[k80:0]", "node5 IDLE idle map[k80:0]"}
+	want := []string{"node1 DOWN down map[v100:3]", "node2 IDLE+DRAIN drained map[v100:0]", "node3 MIXED mixed map[p100:4]",
+		"node4 MIXED mixed map[k80:3]", "node5 IDLE idle map[k80:0]"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("nodes (-want +got):\n%s", diff)
 	}

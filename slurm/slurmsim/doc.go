@@ -21,9 +21,9 @@
 //     starts the pending jobs that are not held, in priority order (FIFO),
 //     until the first that cannot start; backfill (every
 //     Config.BackfillInterval) starts every later job that fits, since jobs
-//     have no time limit. Nodes are chosen as cons_tres does: among the runs
-//     of consecutive usable nodes, the smallest that holds the job, from its
-//     start.
+//     have no time limit. Nodes are chosen as cons_tres's best fit does (as
+//     observed): the usable nodes with the fewest free CPUs first, in layout
+//     order among equals.
 //   - Jobs that train like contrib/examples/toyjob: Config.StartupDelay after
 //     they start, every Config.Tick (plus Config.TickOverhead) they do
 //     Rate(model, GPU type of their first node, workers) x Tick steps and
