@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"image/color"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -85,15 +87,6 @@ func (s policyStyles) line(name string) draw.LineStyle {
 	}
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 // PlotJCTCDF draws the empirical CDF of job completion times (in hours), one
@@ -102,7 +95,7 @@ func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 // the JCTs span more than two decades. A policy with no JCTs appears in the
 // legend as "(no data)"; no JCTs at all is ErrNoPlotData.
 func PlotJCTCDF(path string, jctHoursByPolicy map[string][]float64) error {
-	names := sortedKeys(jctHoursByPolicy)
+	names := slices.Sorted(maps.Keys(jctHoursByPolicy))
 	lo, hi, n := math.Inf(1), math.Inf(-1), 0
 	for _, name := range names {
 		for _, v := range jctHoursByPolicy[name] {
@@ -165,7 +158,7 @@ func PlotJCTCDF(path string, jctHoursByPolicy map[string][]float64) error {
 // PlotUtilization draws GPU utilization over time, one step line per policy,
 // to path. Points are sorted by time; each holds until the next.
 func PlotUtilization(path string, series map[string][]UtilPoint) error {
-	names := sortedKeys(series)
+	names := slices.Sorted(maps.Keys(series))
 	n, yMax := 0, 1.0
 	for _, name := range names {
 		for _, pt := range series[name] {

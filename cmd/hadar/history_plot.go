@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"hash/fnv"
 	"image/color"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -198,7 +200,7 @@ func (h *history) plotUtilization(path string) error {
 	p.Legend.Top = true
 	p.Legend.Left = true
 	p.Legend.TextStyle.Font.Size = vg.Points(9)
-	for i, t := range sortedKeysOf(by) {
+	for i, t := range slices.Sorted(maps.Keys(by)) {
 		clr := historyPalette[i%len(historyPalette)]
 		for _, s := range []struct {
 			xys    plotter.XYs
@@ -379,7 +381,7 @@ func (h *history) plotPlacement(path string) error {
 	if len(nodeSet) == 0 {
 		return errNoHistory
 	}
-	nodes := sortedKeysOf(nodeSet)
+	nodes := slices.Sorted(maps.Keys(nodeSet))
 	row := map[string]int{}
 	var ticks []plot.Tick
 	// The first node at the top.
@@ -473,15 +475,6 @@ func jobColor(id string) int {
 	f := fnv.New32a()
 	f.Write([]byte(id))
 	return int(f.Sum32() % uint32(len(historyPalette)))
-}
-
-func sortedKeysOf[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func saveHistoryPlot(path string, height vg.Length, p *plot.Plot) error {

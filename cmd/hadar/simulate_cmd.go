@@ -4,9 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -219,7 +220,7 @@ func runSimulate(c *cli.Context) error {
 
 func printSimulateTable(w io.Writer, out simulateOutput) {
 	var cl []string
-	for _, t := range sortedKeys(out.Cluster) {
+	for _, t := range slices.Sorted(maps.Keys(out.Cluster)) {
 		cl = append(cl, fmt.Sprintf("%s=%d", t, out.Cluster[t]))
 	}
 	layout := ""
@@ -311,15 +312,6 @@ func parsePolicies(s string) ([]string, error) {
 	return names, nil
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 func printSimulateMarkdown(w io.Writer, out simulateOutput) {
 	fmt.Fprintln(w, "| policy | makespan h | avg JCT h | p99 JCT h | avg queue h | FTF mean | FTF max | util | type eff | sched mean ms |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
@@ -360,7 +352,7 @@ func fillPrior(known optimizer.Throughputs, jobTypes, gpuTypes []string) optimiz
 
 // printTypeUtilization prints each policy's utilization per GPU type.
 func printTypeUtilization(w io.Writer, out simulateOutput) {
-	types := sortedKeys(out.Cluster)
+	types := slices.Sorted(maps.Keys(out.Cluster))
 	fmt.Fprintln(w, "\nutilization per GPU type")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "policy\t%s\t\n", strings.Join(types, "\t"))
@@ -381,7 +373,7 @@ func printLearning(w io.Writer, out simulateOutput) {
 	if out.Truth == "" {
 		return
 	}
-	types := sortedKeys(out.Cluster)
+	types := slices.Sorted(maps.Keys(out.Cluster))
 	fmt.Fprintf(w, "\nplanning matrix vs truth %s: median |plan - truth| / truth of the cells on the cluster's types\n", out.Truth)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "policy\tjobs done\tcells\tlearned\tmedian\tp90\t%s\t\n", strings.Join(types, "\t"))

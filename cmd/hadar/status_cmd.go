@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os/user"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -258,7 +260,7 @@ func printStatus(w io.Writer, out statusOutput, header bool) {
 	}
 	for _, n := range out.Nodes {
 		var gs []string
-		for _, t := range sortedKeys(n.GPUs) {
+		for _, t := range slices.Sorted(maps.Keys(n.GPUs)) {
 			name := t
 			if name == "" {
 				name = "gpu"

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -317,7 +319,7 @@ func printImportReport(w io.Writer, format, name, window string, opts sim.Import
 		fmt.Fprintf(w, " (t=0 is %s)", rep.Start.Format(time.DateTime))
 	}
 	fmt.Fprintln(w)
-	reasons := sortedKeys(rep.Skipped)
+	reasons := slices.Sorted(maps.Keys(rep.Skipped))
 	for _, r := range reasons {
 		fmt.Fprintf(w, "  skipped %6d  %s\n", rep.Skipped[r], r)
 	}
