@@ -88,6 +88,9 @@ type simulateOutput struct {
 	NoiseRate  float64                `json:"noise_rate,omitempty"`
 	Policies   map[string]sim.Metrics `json:"policies"`
 	Order      []string               `json:"policy_order"`
+	// GPUTypes is, with --daemon, each trace job's GPU type at its end (in
+	// trace order; "" if it never ran), per row.
+	GPUTypes map[string][]string `json:"gpu_types,omitempty"`
 }
 
 func runSimulate(c *cli.Context) error {

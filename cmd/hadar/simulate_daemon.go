@@ -137,7 +137,7 @@ func runSimulateDaemon(c *cli.Context) error {
 		Timing: slurmsim.Measured(c.Duration("tick")), Untagged: untagged.jobs, UntaggedAt: untagged.at,
 		Logger: logger}
 	out := simulateOutput{Trace: traceName, Truth: c.String("truth"), Cluster: map[string]int{}, RoundS: cfg.Round.Duration.Seconds(),
-		Policies: map[string]sim.Metrics{}, Layout: c.String("layout")}
+		Policies: map[string]sim.Metrics{}, Layout: c.String("layout"), GPUTypes: map[string][]string{}}
 	if out.Layout == "" {
 		out.Layout = "generated"
 	}
@@ -151,7 +151,7 @@ func runSimulateDaemon(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		results[name], out.Policies[name] = res.Result, sim.Summarize(res.Result)
+		results[name], out.Policies[name], out.GPUTypes[name] = res.Result, sim.Summarize(res.Result), res.Types
 		out.Cluster = res.Capacity
 	}
 	res, err := daemonsim.SlurmAlone(c.Context, opts, trace)
@@ -159,6 +159,7 @@ func runSimulateDaemon(c *cli.Context) error {
 		return err
 	}
 	results[daemonsim.SlurmOnly], out.Policies[daemonsim.SlurmOnly] = res.Result, sim.Summarize(res.Result)
+	out.GPUTypes[daemonsim.SlurmOnly] = res.Types
 	out.Order = append(names, daemonsim.SlurmOnly)
 	if dir := c.String("plot"); dir != "" {
 		if err := writePlots(dir, out.Order, results, out.Policies); err != nil {

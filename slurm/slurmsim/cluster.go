@@ -188,9 +188,6 @@ type Cluster struct {
 	nextPrio int
 	schedAt  time.Time // pending scheduling pass (zero: none)
 	bfAt     time.Time // pending backfill pass
-	// AutoStart false leaves released jobs pending (tests of launch
-	// timeouts); true by default.
-	autoStart bool
 }
 
 // ghost is the allocation of a requeued job until its requeue completes.
@@ -215,7 +212,7 @@ func New(cfg Config) *Cluster {
 	if cfg.BackfillInterval <= 0 {
 		cfg.BackfillInterval = 2 * time.Second
 	}
-	c := &Cluster{cfg: cfg, now: cfg.Start, jobs: map[string]*Job{}, nextID: 100, nextPrio: 1 << 30, autoStart: true}
+	c := &Cluster{cfg: cfg, now: cfg.Start, jobs: map[string]*Job{}, nextID: 100, nextPrio: 1 << 30}
 	for _, ln := range cfg.Layout {
 		n := &node{LayoutNode: ln, cpus: cfg.CPUs, mem: cfg.MemoryMB}
 		for _, g := range ln.GPUs {
@@ -224,25 +221,6 @@ func New(cfg Config) *Cluster {
 		c.nodes = append(c.nodes, n)
 	}
 	return c
-}
-
-// SetNodeResources sets a node's CPUs and memory (MB); 0 leaves it
-// unreported (no limit).
-func (c *Cluster) SetNodeResources(name string, cpus int, memMB int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if n := c.node(name); n != nil {
-		n.cpus, n.mem = cpus, memMB
-	}
-}
-
-// SetNodeFeatures replaces a node's features.
-func (c *Cluster) SetNodeFeatures(name string, features ...string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if n := c.node(name); n != nil {
-		n.features = append([]string(nil), features...)
-	}
 }
 
 // SetNodeState sets a node's admin state ("DRAIN", "DOWN", "" for none),
@@ -254,15 +232,6 @@ func (c *Cluster) SetNodeState(name, state string) {
 	if n := c.node(name); n != nil {
 		n.raw = state
 	}
-	c.kick()
-}
-
-// SetAutoStart turns Slurm's own scheduling off (false: released jobs stay
-// pending) or on again.
-func (c *Cluster) SetAutoStart(on bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.autoStart = on
 	c.kick()
 }
 
@@ -520,9 +489,6 @@ func (c *Cluster) backfillLater() {
 // time has come, in priority order; each starts if it fits, until the first
 // that does not (the main scheduler) or through all of them (backfill).
 func (c *Cluster) schedule(backfill bool) {
-	if !c.autoStart {
-		return
-	}
 	var queue []*Job
 	for _, id := range c.order {
 		j := c.jobs[id]

@@ -106,7 +106,7 @@ func TestHoldReleasePin(t *testing.T) {
 	ctx := context.Background()
 	c := demo(t, Timing{SchedDelay: 500 * time.Millisecond})
 	tagged := c.Submit(JobSpec{Comment: "hadar model=m steps=100", GPUsPerNode: 1})
-	plain := c.Submit(JobSpec{GPUsPerNode: 4, Duration: time.Minute})
+	plain := c.Submit(JobSpec{GPUsPerNode: 4})
 	c.AdvanceTo(at(1))
 	if diff := cmp.Diff([]string{"PENDING JobHeldUser ", "RUNNING None node1"},
 		[]string{state(t, c, tagged), state(t, c, plain)}); diff != "" {
@@ -126,6 +126,11 @@ func TestHoldReleasePin(t *testing.T) {
 	if got := state(t, c, tagged); got != "RUNNING None node4" {
 		t.Errorf("0.6 s after release: %s", got)
 	}
+	c.Finish(plain) // node1 is free again
+	c.AdvanceTo(at(1.7))
+	if got := state(t, c, plain); got != Completed {
+		t.Errorf("after Finish: %s", got)
+	}
 	if err := c.Hold(ctx, tagged); !errors.Is(err, slurm.ErrJobNotPending) {
 		t.Errorf("hold of a running job: %v", err)
 	}
@@ -133,6 +138,7 @@ func TestHoldReleasePin(t *testing.T) {
 		t.Errorf("release of an unknown job: %v", err)
 	}
 	// Pinned to a node with no room: waits for it.
+	c.Submit(JobSpec{GPUsPerNode: 4, Duration: time.Minute})
 	big := c.Submit(JobSpec{Comment: "hadar", GPUsPerNode: 2})
 	if err := c.PlaceOnNodes(ctx, big, []string{"node1"}); err != nil {
 		t.Fatal(err)
@@ -142,7 +148,7 @@ func TestHoldReleasePin(t *testing.T) {
 	if got := state(t, c, big); got != "PENDING Resources " {
 		t.Errorf("pinned to a full node: %s", got)
 	}
-	c.AdvanceTo(at(62))
+	c.AdvanceTo(at(63))
 	if got := state(t, c, big); got != "RUNNING None node1" {
 		t.Errorf("after node1 freed: %s", got)
 	}
