@@ -305,7 +305,7 @@ class AdaptiveCombining:
     ``min_copies`` copies remain.
     """
 
-    def __init__(self, threshold=0.003, max_interval=8, evaluate=None, drop_below=0.0, patience=2, min_copies=1,
+    def __init__(self, threshold=0.02, max_interval=8, evaluate=None, drop_below=0.0, patience=2, min_copies=1,
                  sketch_size=4096, seed=0):
         if threshold < 0 or max_interval < 1 or patience < 1 or min_copies < 1:
             raise ValueError("AdaptiveCombining: threshold >= 0, max_interval >= 1, patience >= 1, min_copies >= 1")

@@ -142,7 +142,7 @@ class Copy:
 
 # ------------------------------------------------------------------- one run --
 
-def run(task, k, seed, round_steps, combine, target, eval_every, max_steps, threshold=0.003, max_interval=8,
+def run(task, k, seed, round_steps, combine, target, eval_every, max_steps, threshold=0.02, max_interval=8,
         drop_below=0.0, patience=2, speeds=None, bad_copy=False):
     """Train k copies (k = 1: the job alone) until the average of their models
     reaches held-out loss target. combine is "every:N", "adaptive" or
@@ -306,7 +306,8 @@ def main(argv=None):
     ap.add_argument("--combine", default="every:1",
                     help="comma-separated: every:N (combine every N rounds), adaptive (at --threshold), "
                          "adaptive:T (at threshold T) (default every:1)")
-    ap.add_argument("--threshold", type=float, default=0.003, help="adaptive: divergence that triggers a combine")
+    ap.add_argument("--threshold", type=float, default=0.02,
+                    help="adaptive: divergence that triggers a combine (default 0.02)")
     ap.add_argument("--max-interval", type=int, default=8, help="adaptive: combine at least every N rounds")
     ap.add_argument("--drop-below", type=float, default=0.0,
                     help="adaptive: a copy's cost, as a fraction of the round's improvement (default 0)")

@@ -114,7 +114,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--combine", choices=["every", "adaptive"], default="every",
                     help="combine the copies every round (default) or adaptively")
-    ap.add_argument("--threshold", type=float, default=0.003, help="adaptive: divergence that triggers a combine")
+    ap.add_argument("--threshold", type=float, default=0.02,
+                    help="adaptive: divergence that triggers a combine (default 0.02)")
     ap.add_argument("--max-interval", type=int, default=8, help="adaptive: combine at least every N rounds")
     ap.add_argument("--drop-below", type=float, default=0.0,
                     help="adaptive: a copy's cost, as a fraction of the round's improvement in validation loss")
