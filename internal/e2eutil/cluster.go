@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hadar-sched/hadar/slurm/slurmsim"
 )
 
 // TestCluster is a test cluster (contrib/testcluster) that a suite starts
@@ -86,26 +87,18 @@ func ReadLayout(clusterDir string) (Layout, error) {
 }
 
 // ParseLayout reads a layout: a node a line, "NODE [TYPE COUNT]...", and
-// '#' starts a comment.
+// '#' starts a comment (slurmsim.ParseLayout, the one parser of layouts).
 func ParseLayout(text string) (Layout, error) {
+	nodes, err := slurmsim.ParseLayout(strings.NewReader(text), "layout")
+	if err != nil {
+		return Layout{}, err
+	}
 	l := Layout{GPUs: map[string]map[string]int{}}
-	for _, line := range strings.Split(text, "\n") {
-		if i := strings.IndexByte(line, '#'); i >= 0 {
-			line = line[:i]
-		}
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		node := f[0]
-		l.Nodes = append(l.Nodes, node)
-		l.GPUs[node] = map[string]int{}
-		for i := 1; i+1 < len(f); i += 2 {
-			n, err := strconv.Atoi(f[i+1])
-			if err != nil {
-				return Layout{}, fmt.Errorf("layout line %q: %w", line, err)
-			}
-			l.GPUs[node][f[i]] += n
+	for _, n := range nodes {
+		l.Nodes = append(l.Nodes, n.Name)
+		l.GPUs[n.Name] = map[string]int{}
+		for _, g := range n.GPUs {
+			l.GPUs[n.Name][g.Type] += g.Count
 		}
 	}
 	return l, nil
