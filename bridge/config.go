@@ -157,6 +157,20 @@ type HadarPolicyConfig struct {
 	// GPUs has no scarce type; every job then prefers its fastest type.
 	// Default 0.9.
 	UncontendedShare float64 `toml:"uncontended_share"`
+	// LeadRemaining: a job follows the LP's order of GPU types only when its
+	// remaining time on its fastest type is at least this fraction of the
+	// horizon (for shorter jobs the makespan LP's choice of type is
+	// arbitrary); negative: whenever lead_share says so. Default 0.5.
+	LeadRemaining float64 `toml:"lead_remaining"`
+	// QuickShare: a job whose remaining time on its fastest type is at most
+	// this fraction of the horizon is served before the critical jobs;
+	// negative: off. Default 0.05.
+	QuickShare float64 `toml:"quick_share"`
+	// Starvation: a job whose time since submission has reached this many
+	// times its fair-share time (its steps alone on 1/n of every GPU type,
+	// n the jobs in the round) is served before every other job, oldest
+	// first; negative: off. Default 6.
+	Starvation float64 `toml:"starvation"`
 }
 
 // TiresiasPolicyConfig is the [policies.tiresias] table.
@@ -174,7 +188,8 @@ func (c Config) PolicyOptions() optimizer.Options {
 	h, ti := c.Policies.Hadar, c.Policies.Tiresias
 	return optimizer.Options{MigrationPenalty: c.MigrationPenalty.Duration,
 		Hadar: optimizer.HadarOptions{Critical: h.Critical, PriceRounds: h.PriceRounds, FluidEvery: h.FluidEvery,
-			LeadShare: h.LeadShare, MinShare: h.MinShare, ShareTie: h.ShareTie, Uncontended: h.UncontendedShare},
+			LeadShare: h.LeadShare, MinShare: h.MinShare, ShareTie: h.ShareTie, Uncontended: h.UncontendedShare,
+			LeadRemaining: h.LeadRemaining, QuickShare: h.QuickShare, Starvation: h.Starvation},
 		Tiresias: optimizer.TiresiasOptions{Thresholds: append([]float64(nil), ti.Thresholds...), PromoteKnob: ti.PromoteKnob}}
 }
 
@@ -182,7 +197,8 @@ func defaultPolicies() PoliciesConfig {
 	h, ti := optimizer.DefaultHadarOptions(), optimizer.DefaultTiresiasOptions()
 	return PoliciesConfig{
 		Hadar: HadarPolicyConfig{Critical: h.Critical, PriceRounds: h.PriceRounds, FluidEvery: h.FluidEvery,
-			LeadShare: h.LeadShare, MinShare: h.MinShare, ShareTie: h.ShareTie, UncontendedShare: h.Uncontended},
+			LeadShare: h.LeadShare, MinShare: h.MinShare, ShareTie: h.ShareTie, UncontendedShare: h.Uncontended,
+			LeadRemaining: h.LeadRemaining, QuickShare: h.QuickShare, Starvation: h.Starvation},
 		Tiresias: TiresiasPolicyConfig{Thresholds: ti.Thresholds, PromoteKnob: ti.PromoteKnob},
 	}
 }

@@ -29,6 +29,12 @@ import (
 //     horizon are critical (they set the makespan) and are served first,
 //     longest first; the others follow shortest remaining area first
 //     (remaining time x GPUs / weight), which keeps the average JCT low.
+//     Two exceptions: a job that is short against the horizon (QuickShare)
+//     goes before the critical ones, since it delays them by little and
+//     would otherwise wait behind them (wide gangs wait for hundreds of
+//     hours behind long wide gangs on production traces); and a job whose
+//     age has reached Starvation times its fair-share time goes before
+//     everyone (the starvation bound).
 //   - Space. A job runs on its preferred type when that type has room for its
 //     gang; GPUs still free after that go to the next jobs in priority order
 //     on any type, and a gang that fits on no single type spans types
@@ -47,8 +53,11 @@ type Hadar struct {
 	// FluidEvery is the number of rounds between solves of the fluid LP
 	// (also re-solved when a job appears); 0 turns the LP off.
 	FluidEvery int
-	// LeadShare, MinShare, ShareTie and Uncontended: see HadarOptions.
+	// LeadShare, MinShare, ShareTie, Uncontended, LeadRemaining,
+	// QuickShare and Starvation: see HadarOptions (0 turns the last three
+	// off here).
 	LeadShare, MinShare, ShareTie, Uncontended float64
+	LeadRemaining, QuickShare, Starvation      float64
 
 	// prices are the last round's balanced prices, the next round's start.
 	prices map[string]float64
@@ -75,7 +84,8 @@ func init() {
 func NewHadar(o Options) *Hadar {
 	h := o.Hadar.withDefaults()
 	return &Hadar{Critical: h.Critical, MigrationPenalty: o.MigrationPenalty.Seconds(), PriceRounds: h.PriceRounds, FluidEvery: h.FluidEvery,
-		LeadShare: h.LeadShare, MinShare: h.MinShare, ShareTie: h.ShareTie, Uncontended: h.Uncontended}
+		LeadShare: h.LeadShare, MinShare: h.MinShare, ShareTie: h.ShareTie, Uncontended: h.Uncontended,
+		LeadRemaining: h.LeadRemaining, QuickShare: h.QuickShare, Starvation: h.Starvation}
 }
 
 // Name implements Policy.
@@ -88,6 +98,8 @@ type hadarJob struct {
 	remaining float64            // seconds left on the preferred type
 	fastest   float64            // seconds left on the fastest type
 	critical  bool
+	quick     bool // short against the horizon: served before critical jobs
+	starving  bool // past its starvation bound: served first
 }
 
 // Plan implements Policy.
@@ -140,13 +152,18 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 			h.critical = h.fastest >= p.Critical*horizon
 			continue
 		}
-		// The LP's order where it gives the job a real share; otherwise
-		// cheapest per unit of work first, but a type too slow to finish
-		// the job within the horizon comes after every type that can.
+		// The LP's order where it gives the job a real share and the job
+		// is long enough for its type to matter to the makespan (the LP
+		// minimizes the makespan only, so for a job with slack its types
+		// are arbitrary: on production traces it sent 200-500 h jobs to
+		// K80s because they still ended within a 1,400 h horizon);
+		// otherwise cheapest per unit of work first, but a type too slow to
+		// finish the job within the horizon comes after every type that can.
 		lead := false
 		for _, t := range h.prefs {
 			lead = lead || share(h, t) >= p.LeadShare
 		}
+		lead = lead && h.fastest >= p.LeadRemaining*horizon
 		fits := func(t string) bool { return h.RemainingSteps/h.rates[t] <= p.Critical*horizon }
 		sort.SliceStable(h.prefs, func(a, b int) bool {
 			ta, tb := h.prefs[a], h.prefs[b]
@@ -189,16 +206,11 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 			h.remaining = h.fastest
 		}
 	}
-	sort.SliceStable(hj, func(a, b int) bool {
-		x, y := hj[a], hj[b]
-		if x.critical != y.critical {
-			return x.critical
-		}
-		if x.critical {
-			return x.remaining > y.remaining
-		}
-		return float64(x.Workers)*x.remaining/x.Weight < float64(y.Workers)*y.remaining/y.Weight
-	})
+	for _, h := range hj {
+		h.quick = !h.critical && h.fastest <= p.QuickShare*horizon
+		h.starving = p.Starvation > 0 && s.Elapsed(h.Job) >= p.Starvation*fairShareTime(h, types, capacity, len(hj))
+	}
+	sort.SliceStable(hj, func(a, b int) bool { return hadarBefore(hj[a], hj[b]) })
 
 	pool := newFreePool(s.Nodes)
 	plan := NewPlan()
@@ -213,7 +225,7 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 	var first []*Job
 	for _, h := range hj {
 		cands := h.prefs[:1]
-		if h.critical {
+		if h.critical || h.starving {
 			cands = h.prefs
 		}
 		if t := p.pickType(h, cands, left); t != "" {
@@ -452,4 +464,45 @@ func (h *hadarJob) bestRate() float64 {
 		best = math.Max(best, r)
 	}
 	return best
+}
+
+// hadarBefore is Hadar's priority order: starving jobs first (oldest first),
+// then quick jobs, critical jobs (longest first), and the rest; quick jobs
+// and the rest by shortest remaining area (remaining time x GPUs / weight).
+func hadarBefore(x, y *hadarJob) bool {
+	if x.starving != y.starving {
+		return x.starving
+	}
+	if x.starving && !x.Arrival.Equal(y.Arrival) {
+		return x.Arrival.Before(y.Arrival)
+	}
+	if x.quick != y.quick {
+		return x.quick
+	}
+	if x.critical != y.critical {
+		return x.critical
+	}
+	if x.critical {
+		return x.remaining > y.remaining
+	}
+	return float64(x.Workers)*x.remaining/x.Weight < float64(y.Workers)*y.remaining/y.Weight
+}
+
+// fairShareTime is the time the job needs for all its steps alone on an
+// equal 1/n share of every GPU type (finish-time fairness's reference, with
+// n the jobs of this round): the yardstick of the starvation bound.
+func fairShareTime(h *hadarJob, types []string, capacity map[string]int, n int) float64 {
+	sum := 0.0
+	for _, t := range types {
+		sum += float64(capacity[t]) / float64(n*h.Workers)
+	}
+	norm := math.Max(sum, 1)
+	rate := 0.0
+	for _, t := range types {
+		rate += float64(capacity[t]) / float64(n*h.Workers) / norm * h.rates[t]
+	}
+	if rate <= 0 {
+		return math.Inf(1)
+	}
+	return h.TotalSteps / rate
 }

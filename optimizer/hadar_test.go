@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 var t0 = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -291,5 +292,152 @@ func TestHadarUncontendedTakesFastestType(t *testing.T) {
 	want := map[string]string{"long": "[v100:1]", "short": "[v100:1]"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+}
+
+// TestHadarQuickAndStarvation checks the two exceptions to Hadar's order
+// (docs/policies.md): a job short against the horizon goes before the
+// critical ones (QuickShare), and a job past its starvation bound goes
+// before everyone (Starvation). Each case has the option turned off too.
+func TestHadarQuickAndStarvation(t *testing.T) {
+	// One 8-GPU v100 node: only one of two 8-GPU gangs fits. "long" (1000 s)
+	// sets the horizon (1010 s) and is critical; "quick" needs 10 s, within
+	// 5% of it.
+	gangs := func() *Snapshot {
+		return newSnapshot().node("v", "v100", 8).
+			job("long", 8, 1000, map[string]float64{"v100": 1}).
+			job("quick", 8, 10, map[string]float64{"v100": 1}).s
+	}
+	// Two GPUs, four jobs. "old" (100 s of work, 200 s on its fair quarter
+	// of the GPUs) arrived 2000 s ago, past 6x its fair share; the others
+	// have less left, so shortest-remaining-first alone would run "b" and
+	// "c". None is critical (horizon 125 s) or short enough to be quick.
+	starved := func() *Snapshot {
+		s := newSnapshot().node("v", "v100", 2).
+			job("old", 1, 100, map[string]float64{"v100": 1}).
+			job("a", 1, 60, map[string]float64{"v100": 1}).
+			job("b", 1, 50, map[string]float64{"v100": 1}).
+			job("c", 1, 40, map[string]float64{"v100": 1}).s
+		s.Jobs[0].Arrival = t0.Add(-2000 * time.Second)
+		return s
+	}
+	tests := []struct {
+		name string
+		opts HadarOptions
+		snap *Snapshot
+		want map[string]string
+	}{
+		{name: "quick gang before the critical one", snap: gangs(), want: map[string]string{"quick": "[v100:8]"}},
+		{name: "quick share off: critical first", opts: HadarOptions{QuickShare: -1}, snap: gangs(), want: map[string]string{"long": "[v100:8]"}},
+		{name: "quick share below the job's share of the horizon", opts: HadarOptions{QuickShare: 0.005}, snap: gangs(), want: map[string]string{"long": "[v100:8]"}},
+		{name: "starving job first", snap: starved(), want: map[string]string{"old": "[v100:1]", "c": "[v100:1]"}},
+		{name: "bound not reached at 12x", opts: HadarOptions{Starvation: 12}, snap: starved(), want: map[string]string{"b": "[v100:1]", "c": "[v100:1]"}},
+		{name: "starvation bound off", opts: HadarOptions{Starvation: -1}, snap: starved(), want: map[string]string{"b": "[v100:1]", "c": "[v100:1]"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := tc.opts
+			opts.FluidEvery = -1 // prices only: the horizons above are exact
+			plan, err := NewHadar(Options{Hadar: opts}).Plan(tc.snap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := Check(tc.snap, plan); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, placedTypes(plan)); diff != "" {
+				t.Errorf("placement (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestHadarBefore is Hadar's priority order on hand-made jobs.
+func TestHadarBefore(t *testing.T) {
+	job := func(id string, workers int, remaining float64, arrival time.Duration, critical, quick, starving bool) *hadarJob {
+		return &hadarJob{Job: &Job{ID: id, Workers: workers, Weight: 1, Arrival: t0.Add(arrival)},
+			remaining: remaining, critical: critical, quick: quick, starving: starving}
+	}
+	tests := []struct {
+		name string
+		jobs []*hadarJob
+		want []string
+	}{
+		{
+			name: "starving, quick, critical, rest",
+			jobs: []*hadarJob{
+				job("rest", 1, 50, 0, false, false, false),
+				job("critical", 1, 900, 0, true, false, false),
+				job("quick", 8, 10, 0, false, true, false),
+				job("starving", 1, 500, 0, false, false, true),
+			},
+			want: []string{"starving", "quick", "critical", "rest"},
+		},
+		{
+			name: "starving: oldest first, whatever is left",
+			jobs: []*hadarJob{
+				job("young", 1, 1, -100*time.Second, false, false, true),
+				job("old", 1, 1000, -900*time.Second, true, false, true),
+			},
+			want: []string{"old", "young"},
+		},
+		{
+			name: "critical longest first, the others by remaining area",
+			jobs: []*hadarJob{
+				job("c-short", 1, 800, 0, true, false, false),
+				job("c-long", 1, 900, 0, true, false, false),
+				job("wide", 4, 30, 0, false, false, false),
+				job("narrow", 1, 100, 0, false, false, false),
+				job("q-wide", 8, 10, 0, false, true, false),
+				job("q-narrow", 1, 20, 0, false, true, false),
+			},
+			want: []string{"q-narrow", "q-wide", "c-long", "c-short", "narrow", "wide"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			jobs := append([]*hadarJob(nil), tc.jobs...)
+			sort.SliceStable(jobs, func(a, b int) bool { return hadarBefore(jobs[a], jobs[b]) })
+			var got []string
+			for _, j := range jobs {
+				got = append(got, j.ID)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("order (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestFairShareTime: a job's steps alone on 1/n of every GPU type.
+func TestFairShareTime(t *testing.T) {
+	capacity := map[string]int{"v100": 4, "k80": 4}
+	types := []string{"v100", "k80"}
+	tests := []struct {
+		name    string
+		workers int
+		rates   map[string]float64
+		n       int
+		want    float64
+	}{
+		// 1/2 of 4 v100s and 4 k80s is more than a 1-GPU job can use: its
+		// time is split 1:1 over the types, rate (2+1)/2.
+		{name: "share larger than the gang", workers: 1, rates: map[string]float64{"v100": 2, "k80": 1}, n: 2, want: 600 / 1.5},
+		// 1/8 of each: 0.5 GPU of each type for a 1-GPU job, rate 1.5.
+		{name: "share equal to the gang", workers: 1, rates: map[string]float64{"v100": 2, "k80": 1}, n: 8, want: 600 / 1.5},
+		// 1/16 of each: a quarter of the time on each type, rate 0.75.
+		{name: "share smaller than the gang", workers: 1, rates: map[string]float64{"v100": 2, "k80": 1}, n: 16, want: 600 / 0.75},
+		// A 4-GPU gang on 1/4 of each: a quarter of the time on each type.
+		{name: "gang", workers: 4, rates: map[string]float64{"v100": 8, "k80": 4}, n: 4, want: 600 / 3},
+		{name: "runs nowhere", workers: 1, rates: map[string]float64{}, n: 2, want: math.Inf(1)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &hadarJob{Job: &Job{Workers: tc.workers, TotalSteps: 600}, rates: tc.rates}
+			got := fairShareTime(h, types, capacity, tc.n)
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateApprox(1e-12, 0)); diff != "" {
+				t.Errorf("fair-share time (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -161,14 +161,15 @@ func TestHadarEHandChecked(t *testing.T) {
 			want: map[string][]Task{"a": {{Node: "v", Type: "v100", GPUs: 2, Copy: 1, Steps: 1800}}},
 		},
 		{
-			// a needs 100000 s, b 1000 s; a alone on all three nodes
-			// would need 33333 s of a fluid horizon of 33667 s: a is
-			// critical and takes the free node.
+			// a needs 100000 s, b 3000 s; a alone on all three nodes
+			// would need 33333 s of a fluid horizon of 34333 s: a is
+			// critical and takes the free node (b is not short enough,
+			// 5% of the horizon, to go before it).
 			name: "critical job first",
-			snap: twoJobs(100000, 1000),
+			snap: twoJobs(100000, 3000),
 			want: map[string][]Task{
-				"a": {{Node: "v1", Type: "v100", GPUs: 1, Copy: 1, Steps: 360}, {Node: "v3", Type: "v100", GPUs: 1, Copy: 2, Steps: 360}},
-				"b": {{Node: "v2", Type: "v100", GPUs: 1}},
+				"a": {{Node: "v2", Type: "v100", GPUs: 1, Copy: 1, Steps: 360}, {Node: "v3", Type: "v100", GPUs: 1, Copy: 2, Steps: 360}},
+				"b": {{Node: "v1", Type: "v100", GPUs: 1}},
 			},
 		},
 		{

@@ -52,11 +52,26 @@ type HadarOptions struct {
 	// Uncontended: a round whose gangs need at most this share of the GPUs
 	// has no scarce type, and every job prefers its fastest type.
 	Uncontended float64
+	// LeadRemaining: a job follows the LP's type order only when its
+	// remaining time on its fastest type is at least this fraction of the
+	// horizon (for shorter jobs the makespan LP's choice of type is
+	// arbitrary). Negative: every job with a LeadShare follows it.
+	LeadRemaining float64
+	// QuickShare: a job whose remaining time on its fastest type is at most
+	// this fraction of the horizon is served before the critical jobs.
+	// Negative: off.
+	QuickShare float64
+	// Starvation: a job whose time since arrival has reached this multiple
+	// of its fair-share time (its steps alone on 1/n of every GPU type, n
+	// the jobs in the round) is served before every other job, oldest
+	// first, on any type with room. Negative: off.
+	Starvation float64
 }
 
 // DefaultHadarOptions are hadar's defaults, measured in docs/results.md.
 func DefaultHadarOptions() HadarOptions {
-	return HadarOptions{Critical: 0.9, PriceRounds: 60, FluidEvery: 10, LeadShare: 0.3, MinShare: 0.05, ShareTie: 0.02, Uncontended: 0.9}
+	return HadarOptions{Critical: 0.9, PriceRounds: 60, FluidEvery: 10, LeadShare: 0.3, MinShare: 0.05, ShareTie: 0.02, Uncontended: 0.9,
+		LeadRemaining: 0.5, QuickShare: 0.05, Starvation: 6}
 }
 
 // withDefaults fills zero fields.
@@ -74,6 +89,17 @@ func (o HadarOptions) withDefaults() HadarOptions {
 	}{{&o.LeadShare, d.LeadShare}, {&o.MinShare, d.MinShare}, {&o.ShareTie, d.ShareTie}, {&o.Uncontended, d.Uncontended}} {
 		if *f.v <= 0 {
 			*f.v = f.d
+		}
+	}
+	for _, f := range []struct {
+		v *float64
+		d float64
+	}{{&o.LeadRemaining, d.LeadRemaining}, {&o.QuickShare, d.QuickShare}, {&o.Starvation, d.Starvation}} {
+		switch {
+		case *f.v == 0:
+			*f.v = f.d
+		case *f.v < 0:
+			*f.v = 0 // off
 		}
 	}
 	switch {
@@ -99,6 +125,14 @@ func (o HadarOptions) Validate() error {
 	}{{"lead_share", o.LeadShare}, {"min_share", o.MinShare}, {"share_tie", o.ShareTie}, {"uncontended_share", o.Uncontended}} {
 		if f.v < 0 || f.v > 1 {
 			return fmt.Errorf("%s = %g: want a fraction in (0, 1]", f.name, f.v)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"lead_remaining", o.LeadRemaining}, {"quick_share", o.QuickShare}} {
+		if f.v > 1 {
+			return fmt.Errorf("%s = %g: want a fraction in (0, 1], or negative for off", f.name, f.v)
 		}
 	}
 	if o.FluidEvery < -1 {
