@@ -40,6 +40,7 @@ func simulateDaemonFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "daemon", Usage: "run hadar-slurmd's round on an in-memory Slurm (with --cluster: a generated layout of --gpus-per-node-GPU nodes), plus a slurm-only run"},
 		&cli.StringFlag{Name: "config", Usage: "with --daemon: the daemon's config `FILE` (hadar.toml; default: hadar-slurmd's defaults)"},
 		&cli.DurationFlag{Name: "tick", Value: 2 * time.Second, Usage: "with --daemon: the jobs' progress report interval (toyjob's TOYJOB_TICK)"},
+		&cli.DurationFlag{Name: "daemon-start", Usage: "with --daemon: start the daemon's loop this long after the trace's start (a daemon that comes up while jobs are being submitted)"},
 		&cli.StringFlag{Name: "log", Usage: "with --daemon: write hadar-slurmd's log (its decisions, round by round, in virtual time) to `FILE`"},
 		&cli.StringFlag{Name: "untagged", Usage: "with --daemon: `N:DURATION[@AT]`, N untagged one-GPU jobs of DURATION submitted AT (default 0s) into the daemon's run"},
 	}
@@ -107,6 +108,9 @@ func runSimulateDaemon(c *cli.Context) error {
 		}
 		truth = profiles.WithPrior(truth, append(truth.GPUTypes(), types...))
 	}
+	if c.Duration("daemon-start") < 0 {
+		return fmt.Errorf("--daemon-start must not be negative, got %s", c.Duration("daemon-start"))
+	}
 	if c.Duration("tick") <= 0 {
 		return fmt.Errorf("--tick must be positive, got %s", c.Duration("tick"))
 	}
@@ -135,7 +139,7 @@ func runSimulateDaemon(c *cli.Context) error {
 	}
 	opts := daemonsim.Options{Layout: layout, Config: cfg, Planning: planning, Truth: truth,
 		Timing: slurmsim.Measured(c.Duration("tick")), Untagged: untagged.jobs, UntaggedAt: untagged.at,
-		Logger: logger}
+		DaemonStart: c.Duration("daemon-start"), Logger: logger}
 	out := simulateOutput{Trace: traceName, Truth: c.String("truth"), Cluster: map[string]int{}, RoundS: cfg.Round.Duration.Seconds(),
 		Policies: map[string]sim.Metrics{}, Layout: c.String("layout"), GPUTypes: map[string][]string{}}
 	if out.Layout == "" {

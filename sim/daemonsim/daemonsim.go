@@ -57,6 +57,10 @@ type Options struct {
 	// other users' work. They are not in the metrics.
 	Untagged   []slurmsim.JobSpec
 	UntaggedAt time.Duration
+	// DaemonStart is when the daemon's loop starts, after the start of the
+	// trace (0: at once; the demo's daemon comes up a few hundred
+	// milliseconds into its burst of submissions).
+	DaemonStart time.Duration
 	// Horizon bounds the virtual time of a run (default 30 days): jobs
 	// not done by then count as not completed.
 	Horizon time.Duration
@@ -230,6 +234,7 @@ func Daemon(ctx context.Context, opts Options, trace []sim.TraceJob) (*Result, e
 		rounds++
 		sched = append(sched, time.Since(clock.real)) // the clock stands still in a round
 	}
+	c.AdvanceTo(s.start.Add(s.opts.DaemonStart))
 	clock.real = time.Now()
 	if err := b.Run(runCtx); err != nil {
 		return nil, fmt.Errorf("daemonsim: %w", err)

@@ -74,11 +74,11 @@ func demoOptions(t *testing.T) Options {
 	return Options{Layout: l, Config: cfg, Timing: slurmsim.Measured(time.Second),
 		Untagged: []slurmsim.JobSpec{{Name: "untagged-0", GPUsPerNode: 1, Duration: 15 * time.Second},
 			{Name: "untagged-1", GPUsPerNode: 1, Duration: 15 * time.Second}},
-		UntaggedAt: time.Duration(14 * sbatchS * float64(time.Second))}
+		UntaggedAt: time.Duration(14 * sbatchS * float64(time.Second)), DaemonStart: 300 * time.Millisecond}
 }
 
 // TestDemo is the acceptance of issue 14: make demo's measured makespans
-// (docs/fidelity.md: hadar 54-68 s, Slurm alone 245-264 s in the runs
+// (docs/fidelity.md: hadar 54-85 s, Slurm alone 245-271 s in the runs
 // recorded) are within 25% of the prediction.
 func TestDemo(t *testing.T) {
 	ctx := context.Background()
@@ -106,8 +106,8 @@ func TestDemo(t *testing.T) {
 		predicted float64
 		measured  []float64
 	}{
-		{"hadar", md.MakespanS, []float64{54, 64, 66, 68}},
-		{"slurm-only", ms.MakespanS, []float64{245, 264}},
+		{"hadar", md.MakespanS, []float64{54, 64, 66, 68, 85}},
+		{"slurm-only", ms.MakespanS, []float64{245, 264, 271}},
 	} {
 		for _, m := range c.measured {
 			if math.Abs(m-c.predicted) > 0.25*c.predicted {
