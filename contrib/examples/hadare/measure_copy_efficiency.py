@@ -23,25 +23,28 @@ The task is meant not to saturate: sklearn.datasets.make_classification with 10
 classes, 30 informative of 40 features, 2 clusters per class and 10% of the
 labels flipped (100,000 samples, generated: nothing is downloaded), an MLP
 40-64-10, SGD with momentum 0.9, lr 0.01, batch 32. Alone it reaches held-out
-loss 1.10 (about 68% accuracy) after about 3,500 steps and 74% after 12,000;
-the best possible is about 90%.
+loss 1.10 (about 70% accuracy) after 3,000-4,000 steps and 74% after 12,000;
+at most about 91% is possible (a tenth of the labels are random).
 
 With --combine it compares ways of combining instead (the table of
 docs/hadare.md, "Adaptive combining"): every:N (every N rounds) and adaptive
 (hadar_copies.AdaptiveCombining: combine when the copies' divergence reaches
 --threshold, at most --max-interval rounds apart, and drop a copy whose
-leave-one-out contribution to the held-out loss is below its cost).
+leave-one-out contribution to the loss on a validation split of the training
+data is below its cost).
 --bad-copy makes the last copy train on shuffled labels (a copy whose work
 hurts), to see the drop rule at work.
 
-Examples (each takes seconds to a few minutes on one CPU core):
+Examples (minutes each on one CPU core; the first is the measurement of
+docs/hadare.md, "Copy efficiency, measured"):
 
-    measure_copy_efficiency.py --copies 2,4 --seeds 10                  # efficiency
-    measure_copy_efficiency.py --copies 4 --seeds 10 --round-steps 25,100,400
+    measure_copy_efficiency.py --copies 2,4,8 --seeds 10                # efficiency
+    measure_copy_efficiency.py --copies 4 --seeds 4 --round-steps 1,100,400
+    measure_copy_efficiency.py --copies 3 --speeds 1,0.5,0.25          # v100:p100:k80-like
     measure_copy_efficiency.py --copies 4 --seeds 10 \\
-        --combine every:1,every:4,adaptive                              # combining
-    measure_copy_efficiency.py --copies 4 --seeds 10 --bad-copy \\
-        --combine every:1,adaptive
+        --combine every:1,every:2,every:4,every:8,adaptive:0.02,adaptive:0.05
+    measure_copy_efficiency.py --copies 4 --seeds 6 --bad-copy --max-steps 20000 \\
+        --combine every:1,adaptive:0,adaptive:0.02
 
 Prints a Markdown table (--json: the per-seed numbers as JSON).
 """
