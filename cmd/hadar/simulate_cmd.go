@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
+	"github.com/hadar-sched/hadar/bridge"
 	"github.com/hadar-sched/hadar/optimizer"
 	"github.com/hadar-sched/hadar/profiles"
 	"github.com/hadar-sched/hadar/sim"
@@ -154,6 +155,15 @@ func runSimulate(c *cli.Context) error {
 		return err
 	}
 	opts := optimizer.Options{Seed: c.Int64("seed"), CopyEfficiency: c.Float64("copy-efficiency"), MaxCopies: c.Int("max-copies")}
+	// --config: the policies plan with the daemon's knobs ([policies.*]).
+	if p := c.String("config"); p != "" {
+		cfg, err := bridge.LoadConfig(p)
+		if err != nil {
+			return err
+		}
+		po := cfg.PolicyOptions()
+		opts.Hadar, opts.Tiresias = po.Hadar, po.Tiresias
+	}
 	showProgress := c.Bool("progress") || (!c.IsSet("progress") && term.IsTerminal(int(os.Stderr.Fd())))
 
 	out := simulateOutput{Trace: traceName, Truth: c.String("truth"), Cluster: gpus, RoundS: c.Duration("round").Seconds(), Policies: map[string]sim.Metrics{}, Order: names,

@@ -147,6 +147,7 @@ func TestSimulateFlagErrors(t *testing.T) {
 		{"--no-learning"},
 		{"--truth", "lambda", "--explore", "-1"},
 		{"--truth", "nope.json"},
+		{"--config", writeSimConfig(t, "[policies.hadar]\ncritical = -7\n")}, // read, and refused, on the fast path too
 	} {
 		var out bytes.Buffer
 		app := &cli.App{Name: "hadar", Commands: []*cli.Command{simulateCommand()}, Writer: &out, ErrWriter: &out, ExitErrHandler: func(*cli.Context, error) {}}
@@ -169,5 +170,26 @@ func TestSimulateTruthDeterministic(t *testing.T) {
 		if again.MakespanS != first.MakespanS || again.AvgJCTS != first.AvgJCTS {
 			t.Fatalf("run %d: makespan %v, avg JCT %v; first %v, %v", i+2, again.MakespanS, again.AvgJCTS, first.MakespanS, first.AvgJCTS)
 		}
+	}
+}
+
+func writeSimConfig(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "hadar.toml")
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestSimulateConfigKnobs: --config's [policies.hadar] reaches the policy
+// of the fast path (turning hadar's quick, lead and starvation rules off
+// changes its plan on the default trace).
+func TestSimulateConfigKnobs(t *testing.T) {
+	base := runSimulateCLI(t, "--policies", "hadar")
+	off := runSimulateCLI(t, "--policies", "hadar", "--config",
+		writeSimConfig(t, "[policies.hadar]\nquick_share = -1\nlead_remaining = -1\nstarvation = -1\n"))
+	if base.Policies["hadar"].AvgJCTS == off.Policies["hadar"].AvgJCTS && base.Policies["hadar"].MakespanS == off.Policies["hadar"].MakespanS {
+		t.Errorf("the config's knobs changed nothing: %+v", off.Policies["hadar"])
 	}
 }

@@ -38,7 +38,7 @@ func simulateDaemonFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "layout", Usage: "run hadar-slurmd's round on an in-memory Slurm of this test-cluster layout `FILE` (implies --daemon)"},
 		&cli.BoolFlag{Name: "daemon", Usage: "run hadar-slurmd's round on an in-memory Slurm (with --cluster: a generated layout of --gpus-per-node-GPU nodes), plus a slurm-only run"},
-		&cli.StringFlag{Name: "config", Usage: "with --daemon: the daemon's config `FILE` (hadar.toml; default: hadar-slurmd's defaults)"},
+		&cli.StringFlag{Name: "config", Usage: "the daemon's config `FILE` (hadar.toml): the policies' knobs ([policies.*]); with --daemon all of it (default: hadar-slurmd's defaults)"},
 		&cli.DurationFlag{Name: "tick", Value: 2 * time.Second, Usage: "with --daemon: the jobs' progress report interval (toyjob's TOYJOB_TICK)"},
 		&cli.DurationFlag{Name: "daemon-start", Usage: "with --daemon: start the daemon's loop this long after the trace's start (a daemon that comes up while jobs are being submitted)"},
 		&cli.StringFlag{Name: "log", Usage: "with --daemon: write hadar-slurmd's log (its decisions, round by round, in virtual time) to `FILE`"},
