@@ -23,7 +23,12 @@
 //     line names an untagged job, and each ran exactly once; the workload
 //     finishes sooner under hadar than under Slurm alone; at least one job
 //     was migrated and still COMPLETED. `hadar status`, `hadar plan` and
-//     `hadar explain` are run against the live daemon meanwhile.
+//     `hadar explain` are run against the live daemon meanwhile. Both
+//     measured makespans are within 25% of the demo's PREDICTED line
+//     (`hadar simulate --layout`, printed before the workload runs).
+//   - TestPredictedGPUTypes: a short workload through `hadar simulate
+//     --layout` (the demo's prediction) and through hadar-slurmd on the
+//     cluster finds the same GPU type for at least 90% of the jobs.
 //   - TestStatusDemoLayout and TestStatusSiteLayout: `hadar status --json`
 //     against the cluster's own view (scontrol) on the demo layout and on a
 //     second cluster of the site layout (started by the test in its own
