@@ -63,30 +63,7 @@ func TestPredictedGPUTypes(t *testing.T) {
 		t.Fatalf("demo: %v\n--- stderr (tail):\n%s", res.Err, lastLines(res.Stderr, 30))
 	}
 
-	// Predicted: the simulated daemon's GPU type per job, in workload order.
-	b, err := os.ReadFile(filepath.Join(demo, "predicted.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pred struct {
-		GPUTypes map[string][]string `json:"gpu_types"`
-	}
-	if err := json.Unmarshal(b, &pred); err != nil {
-		t.Fatal(err)
-	}
-	predicted := pred.GPUTypes["hadar"]
-	// Measured: the GPU type each job finished on (hadar.report: ID STATE
-	// NODE TYPE ..., in the order of hadar.jobs, the workload's).
-	b, err = os.ReadFile(filepath.Join(demo, "hadar.report"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var measured []string
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		if f := strings.Fields(line); len(f) >= 4 && f[0] != "TOTAL" {
-			measured = append(measured, f[3])
-		}
-	}
+	predicted, measured := demoGPUTypes(t, demo)
 	n := strings.Count(predictWorkload, "\n")
 	if len(predicted) != n || len(measured) != n {
 		t.Fatalf("predicted %d GPU types %v, measured %d %v; want %d each", len(predicted), predicted, len(measured), measured, n)
@@ -102,6 +79,37 @@ func TestPredictedGPUTypes(t *testing.T) {
 	if 10*same < 9*n {
 		t.Errorf("same GPU type for %d of %d jobs, want at least 90%%: predicted %v, measured %v", same, n, predicted, measured)
 	}
+}
+
+// demoGPUTypes returns, for a demo run in dir demo, each tagged job's GPU
+// type as the demo's prediction (predicted.json) and as it finished on the
+// cluster (hadar.report), in workload order.
+func demoGPUTypes(t *testing.T, demo string) (predicted, measured []string) {
+	t.Helper()
+	// Predicted: the simulated daemon's GPU type per job, in workload order.
+	b, err := os.ReadFile(filepath.Join(demo, "predicted.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pred struct {
+		GPUTypes map[string][]string `json:"gpu_types"`
+	}
+	if err := json.Unmarshal(b, &pred); err != nil {
+		t.Fatal(err)
+	}
+	predicted = pred.GPUTypes["hadar"]
+	// Measured: the GPU type each job finished on (hadar.report: ID STATE
+	// NODE TYPE ..., in the order of hadar.jobs, the workload's).
+	b, err = os.ReadFile(filepath.Join(demo, "hadar.report"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if f := strings.Fields(line); len(f) >= 4 && f[0] != "TOTAL" {
+			measured = append(measured, f[3])
+		}
+	}
+	return predicted, measured
 }
 
 // readJobListIfAny is readJobList for a file that may not exist yet.

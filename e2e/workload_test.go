@@ -40,6 +40,8 @@ func readJobList(t *testing.T, path string) []demoJob {
 	return out
 }
 
+var rePredicted = regexp.MustCompile(`^PREDICTED hadar_makespan_s=(\d+) slurm_only_makespan_s=(\d+)$`)
+
 var reSummary = regexp.MustCompile(`^SUMMARY jobs=(\d+) completed=(\d+) hadar_makespan_s=(\d+) slurm_only_makespan_s=(\d+)$`)
 
 // liveChecks are `hadar status`, `hadar plan` and `hadar explain` run
@@ -126,6 +128,32 @@ func TestWorkload(t *testing.T) {
 	e2eutil.Figure(t, "slurm_only_makespan_s", slurmMakespan)
 	if !strings.Contains(res.Stdout, "live placements (hadar status)") || !strings.Contains(res.Stdout, "NODE") {
 		t.Errorf("the demo showed no live placements (hadar status) on stdout")
+	}
+	// Issue 14: the prediction of `hadar simulate --layout`, printed before
+	// the workload runs, is within 25% of both measured makespans.
+	pm := rePredicted.FindStringSubmatch(lines[0])
+	if pm == nil {
+		t.Errorf("the demo's first line is %q, want PREDICTED hadar_makespan_s=X slurm_only_makespan_s=Y", lines[0])
+	} else {
+		for i, measured := range []int{hadarMakespan, slurmMakespan} {
+			predicted, _ := strconv.Atoi(pm[i+1])
+			e2eutil.Figure(t, []string{"predicted_hadar_makespan_s", "predicted_slurm_only_makespan_s"}[i], predicted)
+			if d := float64(measured - predicted); d > 0.25*float64(predicted) || -d > 0.25*float64(predicted) {
+				t.Errorf("%s: measured %d s, predicted %d s: more than 25%% apart", []string{"hadar", "Slurm alone"}[i], measured, predicted)
+			}
+		}
+	}
+	if predicted, measured := demoGPUTypes(t, demo); len(predicted) == len(measured) && len(measured) > 0 {
+		same := 0
+		for i := range measured {
+			if measured[i] == predicted[i] {
+				same++
+			}
+		}
+		e2eutil.Figure(t, "predicted_gpu_type_same_pct", 100*same/len(measured))
+		t.Logf("GPU types: predicted %v, measured %v", predicted, measured)
+	} else {
+		t.Errorf("GPU types: predicted %v, measured %v", predicted, measured)
 	}
 
 	tagged := readJobList(t, filepath.Join(demo, "hadar.jobs"))
