@@ -26,14 +26,21 @@ func liveRates(t *testing.T, path string) {
 		"e2e-only-h100": {"h100"},
 		"e2e-only-l40s": {"l40s"},
 	}
+	writeGavelRates(t, path, models, func(_, gpu string, w int) float64 { return types[gpu] * float64(w) })
+}
+
+// writeGavelRates writes, in Gavel's JSON format, rate(model, gpu, w) for
+// every model on its GPU types (on) at 1, 2, 4 and 8 workers.
+func writeGavelRates(t *testing.T, path string, on map[string][]string, rate func(model, gpu string, w int) float64) {
+	t.Helper()
 	out := map[string]map[string]map[string]*float64{}
-	for model, on := range models {
-		for _, gt := range on {
+	for model, gpus := range on {
+		for _, gt := range gpus {
 			if out[gt] == nil {
 				out[gt] = map[string]map[string]*float64{}
 			}
 			for _, w := range []int{1, 2, 4, 8} {
-				r := types[gt] * float64(w)
+				r := rate(model, gt, w)
 				out[gt][fmt.Sprintf("('%s', %d)", model, w)] = map[string]*float64{"null": &r}
 			}
 		}

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -40,29 +39,16 @@ func modernRate(model, gpu string, w int) float64 {
 	return r
 }
 
-// writeModernTruth writes modernTruth in Gavel's format (1, 2, 4 and 8
-// workers) for the toy jobs.
+// writeModernTruth writes modernTruth in Gavel's format for the toy jobs.
 func writeModernTruth(t *testing.T, path string) {
 	t.Helper()
-	out := map[string]map[string]map[string]*float64{}
+	on := map[string][]string{}
 	for model, types := range modernTruth {
 		for gpu := range types {
-			if out[gpu] == nil {
-				out[gpu] = map[string]map[string]*float64{}
-			}
-			for _, w := range []int{1, 2, 4, 8} {
-				r := modernRate(model, gpu, w)
-				out[gpu][fmt.Sprintf("('%s', %d)", model, w)] = map[string]*float64{"null": &r}
-			}
+			on[model] = append(on[model], gpu)
 		}
 	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeGavelRates(t, path, on, modernRate)
 }
 
 // modernJob is one job of TestModernSite's workload: its model, the toy
@@ -300,25 +286,11 @@ func TestModernSite(t *testing.T) {
 	}
 
 	// What hadar-slurmd learned, against the truth it never read.
-	var rows []struct {
-		JobType        string  `json:"job_type"`
-		GPUType        string  `json:"gpu_type"`
-		Workers        int     `json:"workers"`
-		StepsPerSecond float64 `json:"steps_per_s"`
-		Source         string  `json:"source"`
-		Samples        int     `json:"samples"`
-	}
+	var rows []profileRow
 	var report []string
 	learnedModels := map[string]int{}
 	for model := range modernTruth {
-		var mrows []struct {
-			JobType        string  `json:"job_type"`
-			GPUType        string  `json:"gpu_type"`
-			Workers        int     `json:"workers"`
-			StepsPerSecond float64 `json:"steps_per_s"`
-			Source         string  `json:"source"`
-			Samples        int     `json:"samples"`
-		}
+		var mrows []profileRow
 		hadarJSON(t, hconf, &mrows, "profiles", "show", "--json", "--db", filepath.Join(dir, "data", "hadar.db"), model)
 		rows = append(rows, mrows...)
 	}
@@ -354,6 +326,16 @@ func TestModernSite(t *testing.T) {
 	for _, n := range names {
 		t.Logf("RESULT TestModernSite: %s (job %s) on %s: %s", n, tagged[n], nodes[n], admin[n])
 	}
+}
+
+// profileRow is a row of `hadar profiles show --json`.
+type profileRow struct {
+	JobType        string  `json:"job_type"`
+	GPUType        string  `json:"gpu_type"`
+	Workers        int     `json:"workers"`
+	StepsPerSecond float64 `json:"steps_per_s"`
+	Source         string  `json:"source"`
+	Samples        int     `json:"samples"`
 }
 
 // adminComment is a job's AdminComment (scontrol show job), "" if none.

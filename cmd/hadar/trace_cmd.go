@@ -85,19 +85,7 @@ func runTraceGenerate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	out := c.String("out")
-	if out == "" || out == "-" {
-		return sim.WriteTrace(c.App.Writer, jobs)
-	}
-	var buf bytes.Buffer
-	if err := sim.WriteTrace(&buf, jobs); err != nil {
-		return err
-	}
-	if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("trace generate: %w", err)
-	}
-	fmt.Fprintf(c.App.ErrWriter, "wrote %d jobs to %s\n", len(jobs), out)
-	return nil
+	return writeTraceOut(c, "trace generate", jobs)
 }
 
 func runTraceShow(c *cli.Context) error {
@@ -262,19 +250,7 @@ func runTraceImport(c *cli.Context) error {
 		return err
 	}
 	printImportReport(c.App.ErrWriter, format, name, window, opts, rep)
-	out := c.String("out")
-	if out == "" || out == "-" {
-		return sim.WriteTrace(c.App.Writer, jobs)
-	}
-	var buf bytes.Buffer
-	if err := sim.WriteTrace(&buf, jobs); err != nil {
-		return err
-	}
-	if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("trace import: %w", err)
-	}
-	fmt.Fprintf(c.App.ErrWriter, "wrote %d jobs to %s\n", len(jobs), out)
-	return nil
+	return writeTraceOut(c, "trace import", jobs)
 }
 
 func parseImportTime(s string) (time.Time, error) {
@@ -336,4 +312,22 @@ func printImportReport(w io.Writer, format, name, window string, opts sim.Import
 	if len(hist) > 0 {
 		fmt.Fprintf(w, "GPUs: %s; %d job types drawn\n", strings.Join(hist, ", "), len(rep.JobTypes))
 	}
+}
+
+// writeTraceOut writes jobs to --out (stdout for "" or "-"); what names
+// the command in an error.
+func writeTraceOut(c *cli.Context, what string, jobs []sim.TraceJob) error {
+	out := c.String("out")
+	if out == "" || out == "-" {
+		return sim.WriteTrace(c.App.Writer, jobs)
+	}
+	var buf bytes.Buffer
+	if err := sim.WriteTrace(&buf, jobs); err != nil {
+		return err
+	}
+	if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	fmt.Fprintf(c.App.ErrWriter, "wrote %d jobs to %s\n", len(jobs), out)
+	return nil
 }
