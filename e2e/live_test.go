@@ -191,18 +191,7 @@ func TestLiveSite(t *testing.T) {
 	}
 
 	// Where they ran, and why the others were passed through.
-	admin := func(id string) string {
-		out := must(t, conf, "scontrol", "show", "job", id)
-		i := strings.Index(out, "AdminComment=")
-		if i < 0 {
-			return ""
-		}
-		rest := out[i+len("AdminComment="):]
-		if j := strings.Index(rest, " Comment="); j >= 0 {
-			rest = rest[:j]
-		}
-		return strings.TrimSpace(rest)
-	}
+	admin := func(id string) string { return adminComment(t, conf, id) }
 	for name, want := range map[string]string{
 		"8 GPUs of a type whose nodes have 4": "no live node hadar uses can hold 1 node(s) x 8 GPUs",
 		"2 x 4 GPUs of a type with one node":  "no live node hadar uses can hold 2 node(s) x 4 GPUs",
