@@ -444,24 +444,15 @@ func binaries(t *testing.T, root string) string {
 	return dir
 }
 
-// findPython returns a python3 that imports torch and sklearn: HADAR_PYTHON,
-// else Debian's /usr/bin/python3, else python3 on PATH.
+// findPython returns a python3 that imports torch and sklearn
+// (e2eutil.FindPython).
 func findPython(t *testing.T) string {
 	t.Helper()
-	cands := []string{os.Getenv("HADAR_PYTHON"), "/usr/bin/python3"}
-	if p, err := exec.LookPath("python3"); err == nil {
-		cands = append(cands, p)
+	p, err := e2eutil.FindPython("torch, sklearn.datasets")
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, p := range cands {
-		if p == "" {
-			continue
-		}
-		if r := e2eutil.Run(2*time.Minute, nil, p, "-c", "import torch, sklearn.datasets"); r.Err == nil {
-			return p
-		}
-	}
-	t.Fatal("no python3 with torch and sklearn: apt-get install -y python3-torch python3-sklearn (or set HADAR_PYTHON)")
-	return ""
+	return p
 }
 
 // waitFor waits for cond (checked every 200 ms) and ends the test if it

@@ -28,23 +28,13 @@ const steps = 40
 
 func findTorchPython(t *testing.T) string {
 	t.Helper()
-	cands := []string{os.Getenv("HADAR_PYTHON"), "/usr/bin/python3"}
-	if p, err := exec.LookPath("python3"); err == nil {
-		cands = append(cands, p)
+	p, err := e2eutil.FindPython("torch")
+	if err != nil && e2eutil.Enabled() {
+		t.Fatal(err)
+	} else if err != nil {
+		t.Skipf("%v; runs under HADAR_E2E=1", err)
 	}
-	for _, p := range cands {
-		if p == "" {
-			continue
-		}
-		if err := exec.Command(p, "-c", "import torch").Run(); err == nil {
-			return p
-		}
-	}
-	if e2eutil.Enabled() {
-		t.Fatal("no python3 with torch: apt-get install -y python3-torch (or set HADAR_PYTHON)")
-	}
-	t.Skip("no python3 with torch (apt-get install -y python3-torch, or set HADAR_PYTHON); runs under HADAR_E2E=1")
-	return ""
+	return p
 }
 
 // hadarBinary is $HADAR_BIN_DIR/hadar if that is set, else a fresh build

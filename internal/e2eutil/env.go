@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"testing"
@@ -110,4 +111,24 @@ func BuildBinaries(repo, dir string) error {
 		}
 	}
 	return nil
+}
+
+// FindPython returns the first python3 that imports modules (e.g. "torch,
+// sklearn.datasets"): $HADAR_PYTHON, else Debian's /usr/bin/python3, else
+// python3 on PATH; an error naming the fix when none does. The example
+// jobs need Debian's python3-torch and python3-sklearn (make test-deps).
+func FindPython(modules string) (string, error) {
+	cands := []string{os.Getenv("HADAR_PYTHON"), "/usr/bin/python3"}
+	if p, err := exec.LookPath("python3"); err == nil {
+		cands = append(cands, p)
+	}
+	for _, p := range cands {
+		if p == "" {
+			continue
+		}
+		if r := Run(2*time.Minute, nil, p, "-c", "import "+modules); r.Err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("no python3 that imports %s: apt-get install -y python3-torch python3-sklearn (or set HADAR_PYTHON)", modules)
 }

@@ -5,30 +5,22 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/hadar-sched/hadar/internal/e2eutil"
 )
 
-// findPython returns $HADAR_PYTHON, else Debian's /usr/bin/python3, else
-// python3 on PATH, if it imports torch. Without one the test skips, unless
-// HADAR_E2E=1 (make test installs python3-torch), where that is a failure.
+// findPython returns a python3 that imports torch (e2eutil.FindPython).
+// Without one the test skips, unless HADAR_E2E=1 (make test installs
+// python3-torch), where that is a failure.
 func findPython(t *testing.T) string {
 	t.Helper()
-	cands := []string{os.Getenv("HADAR_PYTHON"), "/usr/bin/python3"}
-	if p, err := exec.LookPath("python3"); err == nil {
-		cands = append(cands, p)
+	p, err := e2eutil.FindPython("torch")
+	if err != nil && os.Getenv("HADAR_E2E") == "1" {
+		t.Fatal(err)
+	} else if err != nil {
+		t.Skipf("%v: the copy helper's tests need one", err)
 	}
-	for _, p := range cands {
-		if p == "" {
-			continue
-		}
-		if err := exec.Command(p, "-c", "import torch").Run(); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("HADAR_E2E") == "1" {
-		t.Fatal("no python3 with torch: apt-get install -y python3-torch (or set HADAR_PYTHON)")
-	}
-	t.Skip("no python3 with torch (set HADAR_PYTHON): the copy helper's tests need one")
-	return ""
+	return p
 }
 
 // TestUnittest runs test_hadar_copies.py.
