@@ -147,6 +147,14 @@ func (e *Executor) gate(a Action, failed map[string]bool, stopped bool) ActionRe
 // send runs the actions of batch that have jobs to send, at most
 // PlaceParallel at once (a batch of more than one is only placements).
 func (e *Executor) send(ctx context.Context, batch []ActionResult) {
+	if len(batch) == 1 {
+		if r := &batch[0]; len(r.Sent) > 0 {
+			start := time.Now()
+			r.Err = e.run(ctx, r.Action, r.Sent)
+			r.Duration = time.Since(start)
+		}
+		return
+	}
 	sem := make(chan struct{}, max(e.PlaceParallel, 1))
 	var wg sync.WaitGroup
 	for k := range batch {
