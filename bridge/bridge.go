@@ -17,6 +17,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hadar-sched/hadar/config"
+	"github.com/hadar-sched/hadar/internal/statedb"
+	"github.com/hadar-sched/hadar/jobproto"
 	"github.com/hadar-sched/hadar/optimizer"
 	"github.com/hadar-sched/hadar/profiles"
 	"github.com/hadar-sched/hadar/slurm"
@@ -64,6 +67,9 @@ type RoundReport struct {
 	// HeldBack is set when the round ignored the plan so that an overdue
 	// pass-through job could go first (Derivation.HeldBack).
 	HeldBack bool
+	// MidRound is set for a round Run started early, within the last full
+	// round (optimizer.Snapshot.MidRound).
+	MidRound bool
 }
 
 // Failed counts the actions that did not fully succeed.
@@ -117,10 +123,10 @@ func (r RoundReport) PassedThrough() int {
 type Bridge struct {
 	deps  Deps
 	log   *slog.Logger
-	state *State
+	state *statedb.DB
 
 	mu     sync.Mutex // guards cfg and policy
-	cfg    Config
+	cfg    config.Config
 	policy optimizer.Policy
 
 	cycleMu sync.Mutex // one round at a time
@@ -133,6 +139,8 @@ type Bridge struct {
 	tick       atomic.Int64      // unix ns of Run's last loop turn (Alive)
 	started    time.Time
 	ranOn      map[string][]string // tagged jobs -> nodes they were last seen running on
+	// slurmVersion is the Slurm release, once read (version.go).
+	slurmVersion *slurm.Version
 
 	// backoff of the loop when slurmctld is unreachable.
 	backoffBase, backoffMax time.Duration
@@ -145,9 +153,9 @@ type Bridge struct {
 }
 
 // New validates cfg, opens the state database (DataDir/state.db; a
-// corrupt one is moved aside and replaced, see OpenState) and returns a
+// corrupt one is moved aside and replaced, see statedb.Open) and returns a
 // Bridge ready to Run.
-func New(cfg Config, deps Deps) (*Bridge, error) {
+func New(cfg config.Config, deps Deps) (*Bridge, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -171,7 +179,7 @@ func New(cfg Config, deps Deps) (*Bridge, error) {
 	}
 	b.policy = pol
 	ctx := context.Background()
-	st, recovered, err := OpenState(ctx, filepath.Join(cfg.DataDir, StateFile), deps.Clock.Now())
+	st, recovered, err := statedb.Open(ctx, filepath.Join(cfg.DataDir, statedb.File), deps.Clock.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +197,7 @@ func New(cfg Config, deps Deps) (*Bridge, error) {
 	return b, nil
 }
 
-func newPolicy(cfg Config) (optimizer.Policy, error) {
+func newPolicy(cfg config.Config) (optimizer.Policy, error) {
 	return optimizer.New(cfg.Policy, cfg.PolicyOptions())
 }
 
@@ -203,6 +211,28 @@ func lookupUID(name string) (int, error) {
 
 // Close closes the state database.
 func (b *Bridge) Close() error { return b.state.Close() }
+
+// confirmedRates is implemented by a throughput store that knows which
+// cells this cluster confirmed (*profiles.Store).
+type confirmedRates interface {
+	Confirmed(ctx context.Context) (optimizer.Throughputs, error)
+}
+
+// confirmed returns the cells exploration leaves alone: those the store
+// says this cluster confirmed, or, from a store that cannot say or fails
+// to, every stored cell (only the prior's are then explored).
+func (b *Bridge) confirmed(ctx context.Context, log *slog.Logger, stored optimizer.Throughputs) optimizer.Throughputs {
+	cr, ok := b.deps.Store.(confirmedRates)
+	if !ok {
+		return stored
+	}
+	c, err := cr.Confirmed(ctx)
+	if err != nil {
+		log.Warn("could not read which rates this cluster confirmed; exploring only the prior's cells this round", "err", err)
+		return stored
+	}
+	return c
+}
 
 // loadPolicyState restores the policy's bookkeeping from the state
 // database (a fresh policy if there is none or it does not load).
@@ -230,7 +260,7 @@ func (b *Bridge) savePolicyState(ctx context.Context, log *slog.Logger, name str
 }
 
 // status is the daemon's identity for StatusFile.
-func (b *Bridge) status(cfg Config) DaemonStatus {
+func (b *Bridge) status(cfg config.Config) DaemonStatus {
 	host, _ := os.Hostname()
 	return DaemonStatus{PID: os.Getpid(), Host: host, SlurmConf: os.Getenv("SLURM_CONF"), Started: b.started,
 		RoundSeconds: cfg.Round.Duration.Seconds()}
@@ -252,13 +282,13 @@ func (b *Bridge) MarkStopped() error {
 }
 
 // State is the bridge's state database.
-func (b *Bridge) State() *State { return b.state }
+func (b *Bridge) State() *statedb.DB { return b.state }
 
 // Reload switches to cfg (SIGHUP) and returns what changed. A new policy
 // starts with fresh bookkeeping. data_dir cannot change while running (it
 // is kept, and reported as an error) ; everything else applies from the
 // next round.
-func (b *Bridge) Reload(cfg Config) ([]string, error) {
+func (b *Bridge) Reload(cfg config.Config) ([]string, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -282,7 +312,7 @@ func (b *Bridge) Reload(cfg Config) ([]string, error) {
 	return changes, err
 }
 
-func (b *Bridge) current() (Config, optimizer.Policy) {
+func (b *Bridge) current() (config.Config, optimizer.Policy) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.cfg, b.policy
@@ -292,14 +322,21 @@ func (b *Bridge) current() (Config, optimizer.Policy) {
 // -> optimizer.Check -> enforce. It returns an error when the round could
 // not observe or plan at all (slurmctld down, database unreadable); then
 // nothing was changed. Action failures are not errors of the round: they
-// are in the report and re-derived next round.
+// are in the report and re-derived next round. A round Cycle runs is a
+// full round.
 func (b *Bridge) Cycle(ctx context.Context) (RoundReport, error) {
+	return b.cycle(ctx, false)
+}
+
+// cycle runs one round; midRound marks one started early, within the last
+// full round.
+func (b *Bridge) cycle(ctx context.Context, midRound bool) (RoundReport, error) {
 	b.cycleMu.Lock()
 	defer b.cycleMu.Unlock()
 	cfg, policy := b.current()
 	clock := b.deps.Clock
 	b.round++
-	rep := RoundReport{Number: b.round, Started: clock.Now(), DryRun: cfg.DryRun, Policy: policy.Name()}
+	rep := RoundReport{Number: b.round, Started: clock.Now(), DryRun: cfg.DryRun, Policy: policy.Name(), MidRound: midRound}
 	log := b.log.With("round", rep.Number)
 	now := rep.Started
 
@@ -332,6 +369,10 @@ func (b *Bridge) Cycle(ctx context.Context) (RoundReport, error) {
 	if err != nil {
 		return b.failRound(ctx, rep, fmt.Errorf("state database: %w", err))
 	}
+	requested, err := b.state.GresRequests(ctx)
+	if err != nil {
+		return b.failRound(ctx, rep, err)
+	}
 	resolved := map[string]string{}
 	resolve := func(site string) (string, error) {
 		if t, ok := resolved[site]; ok {
@@ -352,12 +393,13 @@ func (b *Bridge) Cycle(ctx context.Context) (RoundReport, error) {
 	prior := sync.OnceValue(func() *profiles.Prior { return profiles.FitPrior(measured) })
 	view := BuildView(ViewInput{
 		Now: now, Jobs: jobs, Nodes: nodes, Details: details, ResolveGPU: resolve,
-		Models: NewModelResolver(tp.JobTypes(), cfg.Models.Aliases), DefaultModel: cfg.DefaultModel,
+		Models: jobproto.NewModelResolver(tp.JobTypes(), cfg.Models.Aliases), DefaultModel: cfg.DefaultModel,
 		PriorFor: func(jobType string) map[string]map[int]float64 {
 			return prior().Model(jobType, types)
 		},
 		Throughput: tp, Placed: placed, RanOn: b.ranOn,
-		Notes: func(id, msg string) { log.Debug("job note", "job", id, "note", msg) },
+		Notes:  func(id, msg string) { log.Debug("job note", "job", id, "note", msg) },
+		Retype: b.retype(ctx, log), Requested: requested,
 	})
 	b.noteRanOn(view)
 	rep.View = view
@@ -370,10 +412,74 @@ func (b *Bridge) Cycle(ctx context.Context) (RoundReport, error) {
 
 	// Solve and check.
 	solveStart := clock.Now()
-	// Exploration (explore): the cells still on the prior are planned
-	// optimistically; progress is still measured against tp.
-	snap := BuildSnapshot(view, tp.Optimistic(measured, cfg.Explore), progress, SnapshotParams{Round: cfg.Round.Duration,
-		DefaultDuration: cfg.DefaultDuration.Duration, Preemption: cfg.Preemption})
+	der, err := b.solve(ctx, log, cfg, policy, view, tp, measured, progress, &rep)
+	if err != nil {
+		return b.failRound(ctx, rep, err)
+	}
+	rep.Solve = clock.Now().Sub(solveStart)
+
+	// Enforce. The users' own requests of the jobs about to be retyped
+	// are stored first: without them the next round would read the type
+	// hadar sets as the user's (then nothing is retyped this round).
+	enforceStart := clock.Now()
+	if !cfg.DryRun {
+		if err := b.state.RememberGresRequests(ctx, rep.Number, der.Requested); err != nil {
+			log.Error("could not record the jobs' GPU requests; not retyping them this round", "err", err)
+			der.Actions = withoutRetyped(der.Actions, der.Requested)
+			rep.Actions = der.Actions
+		}
+	}
+	b.enforce(ctx, log, cfg, der, tagged, &rep)
+	rep.Enforce = clock.Now().Sub(enforceStart)
+
+	// Remember what was released where, and the round.
+	w := roundWrite(cfg, rep, view, progress, placed, forget, observations, now)
+	for id := range requested {
+		if view.Job(id) == nil {
+			w.Unrequested = append(w.Unrequested, id)
+		}
+	}
+	if rep.PlanError != nil {
+		w.Round.Error = rep.PlanError.Error()
+	}
+	if err := b.state.WriteRound(ctx, w); err != nil {
+		log.Error("could not record the round", "err", err)
+	}
+	if !cfg.DryRun {
+		b.savePolicyState(ctx, log, cfg.Policy, policy, rep.Number)
+	}
+	if h, ok := HistoryRecord(rep); ok {
+		if err := b.state.RecordHistory(ctx, h); err != nil {
+			log.Warn("could not record the round's history", "err", err)
+		}
+	}
+	b.setLastSeen(view)
+	if !cfg.DryRun {
+		if err := WriteStatus(cfg.SpoolDir, statusFromReport(b.status(cfg), rep)); err != nil {
+			log.Warn("could not write the status file users read", "err", err)
+		}
+	}
+	b.deps.Metrics.observeRound(rep, nil)
+	log.Info("round", "jobs", rep.Jobs, "tagged", rep.Tagged, "placed", w.Round.Placed, "migrated", w.Round.Migrated,
+		"preempted", w.Round.Preempted, "passed_through", w.Round.PassedThru, "failed_actions", w.Round.Failed,
+		"observe", rep.Observe, "solve", rep.Solve, "enforce", rep.Enforce, "dry_run", rep.DryRun, "mid_round", rep.MidRound)
+	return rep, nil
+}
+
+// solve plans the round on view and derives what to enforce: the policy's
+// plan, checked, or, when the policy fails or its plan cannot be enforced
+// safely, a round that only passes jobs through (rep.PlanError says why).
+func (b *Bridge) solve(ctx context.Context, log *slog.Logger, cfg config.Config, policy optimizer.Policy, view *View,
+	tp, measured optimizer.Throughputs, progress map[string]JobProgress, rep *RoundReport) (Derivation, error) {
+	// Exploration (explore): the cells this cluster has not confirmed (the
+	// prior's, and imported ones whose learned value has not taken over)
+	// are planned optimistically; progress is still measured against tp.
+	planned := tp
+	if cfg.Explore > 0 {
+		planned = tp.Optimistic(b.confirmed(ctx, log, measured), cfg.Explore)
+	}
+	snap := BuildSnapshot(view, planned, progress, SnapshotParams{Round: cfg.Round.Duration,
+		DefaultDuration: cfg.DefaultDuration.Duration, Preemption: cfg.Preemption, MidRound: rep.MidRound})
 	rep.Snapshot = snap
 	plan, perr := policy.Plan(snap)
 	if perr == nil {
@@ -392,11 +498,10 @@ func (b *Bridge) Cycle(ctx context.Context) (RoundReport, error) {
 		rep.PlanError = derr
 		log.Error("plan cannot be enforced safely; this round only passes jobs through", "err", derr)
 		if der, derr = Derive(view, snap, nil, params); derr != nil {
-			return b.failRound(ctx, rep, derr)
+			return Derivation{}, derr
 		}
 	}
 	rep.Decisions, rep.Actions, rep.HeldBack = der.Decisions, der.Actions, der.HeldBack
-	rep.Solve = clock.Now().Sub(solveStart)
 	if der.HeldBack {
 		log.Info("plan held back: a pass-through job has waited launch_timeout; this round releases no other job", "launch_timeout", cfg.LaunchTimeout.Duration)
 	}
@@ -407,37 +512,7 @@ func (b *Bridge) Cycle(ctx context.Context) (RoundReport, error) {
 		}
 		log.Log(ctx, lvl, "decision", "job", d.JobID, "decision", string(d.Kind), "from", d.From, "to", d.To, "gpu_type", d.GPUType, "reason", d.Reason)
 	}
-
-	// Enforce.
-	enforceStart := clock.Now()
-	b.enforce(ctx, log, cfg, der, tagged, &rep)
-	rep.Enforce = clock.Now().Sub(enforceStart)
-
-	// Remember what was released where, and the round.
-	w := roundWrite(cfg, rep, view, progress, placed, forget, observations, now)
-	if rep.PlanError != nil {
-		w.Round.Error = rep.PlanError.Error()
-	}
-	if err := b.state.WriteRound(ctx, w); err != nil {
-		log.Error("could not record the round", "err", err)
-	}
-	if !cfg.DryRun {
-		b.savePolicyState(ctx, log, cfg.Policy, policy, rep.Number)
-	}
-	if err := b.state.RecordHistory(ctx, rep); err != nil {
-		log.Warn("could not record the round's history", "err", err)
-	}
-	b.setLastSeen(view)
-	if !cfg.DryRun {
-		if err := WriteStatus(cfg.SpoolDir, statusFromReport(b.status(cfg), rep)); err != nil {
-			log.Warn("could not write the status file users read", "err", err)
-		}
-	}
-	b.deps.Metrics.observeRound(rep, nil)
-	log.Info("round", "jobs", rep.Jobs, "tagged", rep.Tagged, "placed", w.Round.Placed, "migrated", w.Round.Migrated,
-		"preempted", w.Round.Preempted, "passed_through", w.Round.PassedThru, "failed_actions", w.Round.Failed,
-		"observe", rep.Observe, "solve", rep.Solve, "enforce", rep.Enforce, "dry_run", rep.DryRun)
-	return rep, nil
+	return der, nil
 }
 
 func rehold(ds []Decision, id string) bool {
@@ -450,8 +525,8 @@ func rehold(ds []Decision, id string) bool {
 }
 
 func (b *Bridge) failRound(ctx context.Context, rep RoundReport, err error) (RoundReport, error) {
-	rec := RoundRecord{Number: rep.Number, Started: rep.Started, Policy: rep.Policy, DryRun: rep.DryRun, Error: err.Error()}
-	if werr := b.state.WriteRound(ctx, RoundWrite{Round: rec}); werr != nil {
+	rec := statedb.Round{Number: rep.Number, Started: rep.Started, Policy: rep.Policy, DryRun: rep.DryRun, Error: err.Error()}
+	if werr := b.state.WriteRound(ctx, statedb.RoundWrite{Round: rec}); werr != nil {
 		b.log.Error("could not record the round", "round", rep.Number, "err", werr)
 	}
 	b.deps.Metrics.observeRound(rep, err)
@@ -460,7 +535,7 @@ func (b *Bridge) failRound(ctx context.Context, rep RoundReport, err error) (Rou
 
 // resolveGPU maps a site GRES type to a canonical type: the config's
 // [gres] aliases first, then the profiles database.
-func (b *Bridge) resolveGPU(ctx context.Context, cfg Config, site string) (string, error) {
+func (b *Bridge) resolveGPU(ctx context.Context, cfg config.Config, site string) (string, error) {
 	if t, ok := cfg.GRES.Aliases[site]; ok {
 		return t, nil
 	}
@@ -470,9 +545,9 @@ func (b *Bridge) resolveGPU(ctx context.Context, cfg Config, site string) (strin
 // updateProgress reads the jobs' reports and advances every tagged job's
 // progress. It returns the progress to store, the learned-throughput
 // samples recorded, and the jobs to forget (gone from the queue).
-func (b *Bridge) updateProgress(ctx context.Context, log *slog.Logger, cfg Config, v *View, tp optimizer.Throughputs,
-	stored map[string]JobProgress, now time.Time) (map[string]JobProgress, []ObservationRecord, []string) {
-	reports, errs := ReadProgress(cfg.SpoolDir)
+func (b *Bridge) updateProgress(ctx context.Context, log *slog.Logger, cfg config.Config, v *View, tp optimizer.Throughputs,
+	stored map[string]JobProgress, now time.Time) (map[string]JobProgress, []statedb.Observation, []string) {
+	reports, errs := jobproto.ReadProgress(cfg.SpoolDir)
 	for i, err := range errs {
 		if i == 10 {
 			log.Warn("more unreadable progress files not logged", "count", len(errs)-i)
@@ -481,19 +556,19 @@ func (b *Bridge) updateProgress(ctx context.Context, log *slog.Logger, cfg Confi
 		log.Warn("skipping progress file", "err", err)
 	}
 	out := map[string]JobProgress{}
-	var obs []ObservationRecord
+	var obs []statedb.Observation
 	known := map[string]bool{}
 	for _, jv := range slices.Concat(v.Jobs, v.copyJobViews()) {
 		known[jv.ID] = true
 		if !jv.Tagged || jv.Model == "" || jv.CopyOf != "" {
 			continue // a copy's progress is its copies job's (copies.go)
 		}
-		var rp *Progress
+		var rp *jobproto.Progress
 		r, ok := reports[jv.ID]
 		if rawOK := false; jv.RawID != "" && jv.RawID != jv.ID {
 			// An array task knows itself as its own SLURM_JOB_ID; hadar
 			// addresses it as ARRAY_TASK. Either report counts, the newer.
-			var raw Progress
+			var raw jobproto.Progress
 			if raw, rawOK = reports[jv.RawID]; rawOK && (!ok || raw.At.After(r.At)) {
 				r, ok = raw, true
 			}
@@ -511,9 +586,9 @@ func (b *Bridge) updateProgress(ctx context.Context, log *slog.Logger, cfg Confi
 			var tasks []optimizer.Task
 			types := map[string]bool{}
 			for _, name := range jv.Nodes {
-				if n := v.Node(name); n != nil && n.Type != "" {
-					tasks = append(tasks, optimizer.Task{Node: name, Type: n.Type, GPUs: jv.GPUsPerNode})
-					types[n.Type] = true
+				if t := v.typeOn(jv, name); t != "" {
+					tasks = append(tasks, optimizer.Task{Node: name, Type: t, GPUs: jv.GPUsPerNode})
+					types[t] = true
 				}
 			}
 			rate = tp.PlacementRate(jv.Model, jv.Workers, tasks)
@@ -529,7 +604,7 @@ func (b *Bridge) updateProgress(ctx context.Context, log *slog.Logger, cfg Confi
 		pr, smp := advanceProgress(stored[jv.ID], jv, gpuType, rate, rp, now)
 		out[jv.ID] = pr
 		if smp != nil {
-			o := ObservationRecord{JobID: jv.ID, Model: jv.Model, GPUType: gpuType, Workers: jv.Workers,
+			o := statedb.Observation{JobID: jv.ID, Model: jv.Model, GPUType: gpuType, Workers: jv.Workers,
 				Steps: smp.steps, Seconds: smp.seconds, At: rp.At}
 			if cfg.DryRun {
 				log.Debug("dry run: not learning from progress", "job", jv.ID)
@@ -555,13 +630,13 @@ func (b *Bridge) updateProgress(ctx context.Context, log *slog.Logger, cfg Confi
 	}
 	sort.Strings(forget)
 	if !cfg.DryRun {
-		removeStaleProgress(cfg.SpoolDir, known, now, 24*time.Hour)
+		jobproto.RemoveStaleProgress(cfg.SpoolDir, known, now, 24*time.Hour)
 	}
 	return out, obs, forget
 }
 
 // trustReport accepts a report file owned by the job's user or by root.
-func (b *Bridge) trustReport(jv *JobView, r Progress) bool {
+func (b *Bridge) trustReport(jv *JobView, r jobproto.Progress) bool {
 	if r.UID == 0 {
 		return true
 	}
@@ -644,7 +719,7 @@ func (b *Bridge) poll(ctx context.Context) (bool, error) {
 		}
 	}
 	for _, j := range jobs {
-		if !IsTagged(j.Comment) {
+		if !jobproto.IsTagged(j.Comment) {
 			continue
 		}
 		seen[j.ID()] = j.State
@@ -670,7 +745,12 @@ func (b *Bridge) poll(ctx context.Context) (bool, error) {
 func (b *Bridge) Run(ctx context.Context) error {
 	clock := b.deps.Clock
 	next := clock.Now()
-	var lastStart time.Time
+	// A round starts cfg.Round after the last one, or early (after a
+	// requeue, on a change in the queue). One that starts within cfg.Round
+	// of the last full round is mid-round, so a round-based policy is not
+	// rotated by the early ones; full rounds stay less than two rounds
+	// apart.
+	var lastStart, lastFull time.Time
 	failures := 0
 	for {
 		if ctx.Err() != nil {
@@ -681,7 +761,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 		now := clock.Now()
 		if !now.Before(next) {
 			lastStart = now
-			rep, err := b.Cycle(ctx)
+			midRound := !lastFull.IsZero() && now.Before(lastFull.Add(cfg.Round.Duration))
+			rep, err := b.cycle(ctx, midRound)
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -700,6 +781,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 					b.log.Info("rounds work again", "after_failures", failures)
 				}
 				failures = 0
+				if !midRound {
+					lastFull = lastStart
+				}
 				next = lastStart.Add(cfg.Round.Duration)
 				if rep.Count(DecideMigrate)+rep.Count(DecidePreempt)+rep.Count(DecideStartNow)+rep.Count(DecideRehold) > 0 ||
 					(rep.HeldBack && rep.PassedThrough() > 0) {
@@ -764,11 +848,11 @@ func (b *Bridge) ReleaseAll(ctx context.Context) ([]string, error) {
 	}
 	var ids []string
 	for _, j := range jobs {
-		if IsTagged(j.Comment) && j.State == "PENDING" && heldReasons[j.Reason] {
+		if jobproto.IsTagged(j.Comment) && j.State == "PENDING" && heldReasons[j.Reason] {
 			ids = append(ids, j.ID())
 		}
 	}
-	ids = failOpenCopies(jobs, ids) // a copies job goes on as one copy (copies.go)
+	ids = hadarE.failOpen(jobs, ids) // a copies job goes on as one copy (copies.go)
 	sort.Strings(ids)
 	if len(ids) == 0 {
 		b.log.Info("release all: no held hadar jobs")
@@ -783,11 +867,11 @@ func (b *Bridge) ReleaseAll(ctx context.Context) ([]string, error) {
 	res := ActionResult{Action: a, Sent: ids, Err: err}
 	b.cycleMu.Lock()
 	b.round++
-	rec := RoundRecord{Number: b.round, Started: b.deps.Clock.Now(), Policy: "release-all"}
+	rec := statedb.Round{Number: b.round, Started: b.deps.Clock.Now(), Policy: "release-all"}
 	if err != nil {
 		rec.Error = err.Error()
 	}
-	if werr := b.state.WriteRound(ctx, RoundWrite{Round: rec, Results: []ActionResult{res}}); werr != nil {
+	if werr := b.state.WriteRound(ctx, statedb.RoundWrite{Round: rec, Actions: storedActions([]ActionResult{res}, false)}); werr != nil {
 		b.log.Error("could not record release-all", "err", werr)
 	}
 	b.cycleMu.Unlock()
@@ -801,7 +885,7 @@ func (b *Bridge) ReleaseAll(ctx context.Context) ([]string, error) {
 
 // enforce carries out the round's actions (or, in a dry run, logs them) and
 // writes the copies jobs' plans.
-func (b *Bridge) enforce(ctx context.Context, log *slog.Logger, cfg Config, der Derivation, tagged map[string]bool, rep *RoundReport) {
+func (b *Bridge) enforce(ctx context.Context, log *slog.Logger, cfg config.Config, der Derivation, tagged map[string]bool, rep *RoundReport) {
 	if cfg.DryRun {
 		for _, a := range der.Actions {
 			log.Info("dry run: would run", "command", a.String())
@@ -830,9 +914,10 @@ func (b *Bridge) enforce(ctx context.Context, log *slog.Logger, cfg Config, der 
 
 // roundWrite is what the state database keeps of a round: decisions,
 // results, progress, and which jobs hadar released where (launching jobs).
-func roundWrite(cfg Config, rep RoundReport, view *View, progress map[string]JobProgress, placed map[string]Placed,
-	forget []string, observations []ObservationRecord, now time.Time) RoundWrite {
-	w := RoundWrite{Decisions: rep.Decisions, Results: rep.Results, Progress: progress, Models: map[string]string{}, Forget: forget, Observations: observations, Placed: map[string]Placed{}}
+func roundWrite(cfg config.Config, rep RoundReport, view *View, progress map[string]JobProgress, placed map[string]Placed,
+	forget []string, observations []statedb.Observation, now time.Time) statedb.RoundWrite {
+	w := statedb.RoundWrite{Decisions: storedDecisions(rep.Decisions), Actions: storedActions(rep.Results, rep.DryRun),
+		Progress: progress, Models: map[string]string{}, Forget: forget, Observations: observations, Placed: map[string]statedb.Placement{}}
 	for id := range progress {
 		if jv := view.Job(id); jv != nil {
 			w.Models[id] = jv.Model
@@ -853,7 +938,7 @@ func roundWrite(cfg Config, rep RoundReport, view *View, progress map[string]Job
 		}
 		for id, nodes := range placedOK {
 			if released[id] {
-				w.Placed[id] = Placed{Nodes: nodes, ReleasedAt: now}
+				w.Placed[id] = statedb.Placement{Nodes: nodes, ReleasedAt: now}
 			}
 		}
 		for id := range placed {
@@ -867,19 +952,15 @@ func roundWrite(cfg Config, rep RoundReport, view *View, progress map[string]Job
 			}
 		}
 	}
-	w.Round = RoundRecord{Number: rep.Number, Started: rep.Started, Observe: rep.Observe, Solve: rep.Solve,
-		Enforce: rep.Enforce, Policy: rep.Policy, DryRun: rep.DryRun, Jobs: rep.Jobs, Tagged: rep.Tagged,
-		Placed: rep.Count(DecidePlace), Migrated: rep.Count(DecideMigrate), Preempted: rep.Count(DecidePreempt),
-		PassedThru: rep.PassedThrough(), Failed: rep.Failed()}
-	w.Round = RoundRecord{Number: rep.Number, Started: rep.Started, Observe: rep.Observe, Solve: rep.Solve,
+	w.Round = statedb.Round{Number: rep.Number, Started: rep.Started, Observe: rep.Observe, Solve: rep.Solve,
 		Enforce: rep.Enforce, Policy: rep.Policy, DryRun: rep.DryRun, Jobs: rep.Jobs, Tagged: rep.Tagged,
 		Placed: rep.Count(DecidePlace), Migrated: rep.Count(DecideMigrate), Preempted: rep.Count(DecidePreempt),
 		PassedThru: rep.PassedThrough(), Failed: rep.Failed()}
 	return w
 }
 
-// clusterTypes are the canonical GPU types of the nodes (one GPU type per
-// node; nodes whose type does not resolve are left out).
+// clusterTypes are the canonical GPU types of the nodes (every type of a
+// node with several; types that do not resolve are left out).
 func clusterTypes(nodes []slurm.Node, resolve func(string) (string, error)) []string {
 	set := map[string]bool{}
 	for _, n := range nodes {

@@ -13,6 +13,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/hadar-sched/hadar/config"
+	"github.com/hadar-sched/hadar/internal/statedb"
+	"github.com/hadar-sched/hadar/jobproto"
 	"github.com/hadar-sched/hadar/optimizer"
 	"github.com/hadar-sched/hadar/profiles"
 	"github.com/hadar-sched/hadar/slurm"
@@ -55,17 +58,17 @@ type harness struct {
 	fc      *fakeCluster
 	store   *countingStore
 	clock   *manualClock
-	cfg     Config
+	cfg     config.Config
 	dataDir string
 }
 
 // The test cluster's layout: two v100 nodes, one p100, two k80.
-func newHarness(t testing.TB, mod func(*Config)) *harness {
+func newHarness(t testing.TB, mod func(*config.Config)) *harness {
 	t.Helper()
 	dir := t.TempDir()
 	h := &harness{t: t, fc: newFakeCluster("node1:v100:4", "node2:v100:4", "node3:p100:4", "node4:k80:4", "node5:k80:4"),
 		store: &countingStore{Store: openStore(t)}, clock: &manualClock{now: t0}, dataDir: filepath.Join(dir, "data")}
-	h.cfg = DefaultConfig()
+	h.cfg = config.Default()
 	h.cfg.DataDir = h.dataDir
 	h.cfg.SpoolDir = filepath.Join(dir, "spool")
 	h.cfg.Metrics.Listen = ""
@@ -77,7 +80,11 @@ func newHarness(t testing.TB, mod func(*Config)) *harness {
 
 func (h *harness) bridge() *Bridge {
 	h.t.Helper()
-	b, err := New(h.cfg, Deps{Cluster: h.fc, Store: h.store, Clock: h.clock, Metrics: NewMetrics(),
+	var c Cluster = h.fc
+	if h.fc.retypeReplaces {
+		c = fake2411{h.fc}
+	}
+	b, err := New(h.cfg, Deps{Cluster: c, Store: h.store, Clock: h.clock, Metrics: NewMetrics(),
 		LookupUID: func(string) (int, error) { return os.Getuid(), nil }})
 	if err != nil {
 		h.t.Fatal(err)
@@ -153,7 +160,7 @@ func TestCyclePlacesAndReleases(t *testing.T) {
 }
 
 func TestCycleDryRunChangesNothing(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.DryRun = true })
+	h := newHarness(t, func(c *config.Config) { c.DryRun = true })
 	h.fc.submit(resnet, 1, 1, t0)
 	h.fc.submit("hadar steps=-5", 1, 1, t0)
 	b := h.bridge()
@@ -164,7 +171,7 @@ func TestCycleDryRunChangesNothing(t *testing.T) {
 	if calls := h.fc.Calls(); len(calls) != 0 {
 		t.Errorf("dry run ran %v", calls)
 	}
-	rows, _ := b.State().Actions(context.Background())
+	rows, _ := b.State().Actions(context.Background(), 0)
 	for _, r := range rows {
 		if r.Result != "dry-run" {
 			t.Errorf("stored action %+v", r)
@@ -201,7 +208,7 @@ func TestRestartSafety(t *testing.T) {
 		{"jobs released, database lost", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, func(c *Config) { c.LaunchTimeout = Duration{time.Hour} })
+			h := newHarness(t, func(c *config.Config) { c.LaunchTimeout = config.Duration{Duration: time.Hour} })
 			h.fc.noAutoStart = !tc.autoStart
 			var ids []string
 			for range 3 {
@@ -211,7 +218,7 @@ func TestRestartSafety(t *testing.T) {
 			h.cycle(a)
 			a.Close()
 			if tc.dropDB {
-				if err := os.Remove(filepath.Join(h.dataDir, StateFile)); err != nil {
+				if err := os.Remove(filepath.Join(h.dataDir, statedb.File)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -241,7 +248,7 @@ func TestCorruptStateDatabase(t *testing.T) {
 	if err := os.MkdirAll(h.dataDir, 0o750); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(h.dataDir, StateFile)
+	path := filepath.Join(h.dataDir, statedb.File)
 	if err := os.WriteFile(path, []byte("this is not an SQLite database, it is garbage\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -327,10 +334,10 @@ func TestFailedActionIsRetriedNextRound(t *testing.T) {
 }
 
 func TestControllerDownBackoff(t *testing.T) {
-	h := newHarness(t, func(c *Config) {
-		c.Round = Duration{time.Hour}
-		c.PollInterval = Duration{10 * time.Millisecond}
-		c.MinRoundGap = Duration{0}
+	h := newHarness(t, func(c *config.Config) {
+		c.Round = config.Duration{Duration: time.Hour}
+		c.PollInterval = config.Duration{Duration: 10 * time.Millisecond}
+		c.MinRoundGap = config.Duration{Duration: 0}
 	})
 	h.clock = nil
 	down := fmt.Errorf("squeue: %w", slurm.ErrControllerDown)
@@ -349,10 +356,10 @@ func TestControllerDownBackoff(t *testing.T) {
 	var mu sync.Mutex
 	var starts []time.Time
 	var results []error
-	b.OnCycle = func(_ RoundReport, err error) {
+	b.OnCycle = func(rep RoundReport, err error) {
 		mu.Lock()
 		defer mu.Unlock()
-		starts = append(starts, time.Now())
+		starts = append(starts, rep.Started)
 		results = append(results, err)
 		if len(results) == 5 {
 			h.fc.mu.Lock()
@@ -379,8 +386,8 @@ func TestControllerDownBackoff(t *testing.T) {
 	if len(results) != 6 || results[5] != nil {
 		t.Fatalf("results: %v", results)
 	}
-	// Waits grow: 10, 20, 40, 40 ms (capped). starts are taken when a
-	// round ends, so a wait may look a little shorter than the backoff.
+	// Waits grow: 10, 20, 40, 40 ms (capped), from a round's start to the
+	// next's (so a slow round on a loaded machine does not shorten one).
 	for i, want := range []time.Duration{10, 20, 40, 40} {
 		got := starts[i+1].Sub(starts[i])
 		if got < want*time.Millisecond-5*time.Millisecond || got > want*time.Millisecond+time.Second {
@@ -396,10 +403,10 @@ func TestControllerDownBackoff(t *testing.T) {
 }
 
 func TestRunStartsEarlyRoundOnNewJob(t *testing.T) {
-	h := newHarness(t, func(c *Config) {
-		c.Round = Duration{time.Hour}
-		c.PollInterval = Duration{10 * time.Millisecond}
-		c.MinRoundGap = Duration{50 * time.Millisecond}
+	h := newHarness(t, func(c *config.Config) {
+		c.Round = config.Duration{Duration: time.Hour}
+		c.PollInterval = config.Duration{Duration: 10 * time.Millisecond}
+		c.MinRoundGap = config.Duration{Duration: 50 * time.Millisecond}
 	})
 	b, err := New(h.cfg, Deps{Cluster: h.fc, Store: h.store})
 	if err != nil {
@@ -421,6 +428,11 @@ func TestRunStartsEarlyRoundOnNewJob(t *testing.T) {
 		if r.Count(DecidePlace) != 1 || r.Started.Sub(first.Started) < 50*time.Millisecond {
 			t.Errorf("early round: placed %d, %v after the first", r.Count(DecidePlace), r.Started.Sub(first.Started))
 		}
+		// Within the hour's round: the policy is told (Snapshot.MidRound),
+		// so a round-based one is not rotated by the early look.
+		if first.MidRound || !r.MidRound || !r.Snapshot.MidRound {
+			t.Errorf("mid-round: first %v, early %v (snapshot %v), want false, true, true", first.MidRound, r.MidRound, r.Snapshot.MidRound)
+		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("no early round after a new tagged job")
 	}
@@ -430,7 +442,7 @@ func TestRunStartsEarlyRoundOnNewJob(t *testing.T) {
 }
 
 func TestMigrationAndProgress(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.MigrationPenalty = Duration{time.Minute} })
+	h := newHarness(t, func(c *config.Config) { c.MigrationPenalty = config.Duration{Duration: time.Minute} })
 	// A long job already runs on a k80 (placed by someone earlier); the
 	// v100s are free: hadar moves it.
 	id := h.fc.submit("hadar model=resnet50-bs64 steps=5000000", 1, 1, t0)
@@ -440,10 +452,10 @@ func TestMigrationAndProgress(t *testing.T) {
 	h.fc.mu.Unlock()
 	b := h.bridge()
 	// It reports progress twice while on node4: one learned sample.
-	if err := WriteProgress(h.cfg.SpoolDir, id, 100, t0.Add(-time.Minute)); err != nil {
+	if err := jobproto.WriteProgress(h.cfg.SpoolDir, id, 100, t0.Add(-time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	h.cfg.MigrationPenalty = Duration{5000 * time.Hour} // first: no move
+	h.cfg.MigrationPenalty = config.Duration{Duration: 5000 * time.Hour} // first: no move
 	if _, err := b.Reload(h.cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -452,10 +464,10 @@ func TestMigrationAndProgress(t *testing.T) {
 		t.Fatalf("decisions: %+v", rep.Decisions)
 	}
 	h.clock.advance(2 * time.Minute)
-	if err := WriteProgress(h.cfg.SpoolDir, id, 400, t0.Add(time.Minute)); err != nil {
+	if err := jobproto.WriteProgress(h.cfg.SpoolDir, id, 400, t0.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	h.cfg.MigrationPenalty = Duration{time.Minute}
+	h.cfg.MigrationPenalty = config.Duration{Duration: time.Minute}
 	changes, err := b.Reload(h.cfg)
 	if err != nil || len(changes) != 1 || !strings.HasPrefix(changes[0], "migration_penalty:") {
 		t.Fatalf("reload: %v %v", changes, err)
@@ -519,7 +531,7 @@ func (brokenPolicy) Plan(s *optimizer.Snapshot) (*optimizer.Plan, error) {
 func BenchmarkCycle(b *testing.B) {
 	for _, n := range []int{100, 500, 2000} {
 		b.Run(fmt.Sprintf("jobs=%d", n), func(b *testing.B) {
-			h := newHarness(b, func(c *Config) { c.DryRun = true })
+			h := newHarness(b, func(c *config.Config) { c.DryRun = true })
 			var specs []string
 			for i := range 16 {
 				specs = append(specs, fmt.Sprintf("n%02d:%s:4", i, []string{"v100", "p100", "k80"}[i%3]))
@@ -541,5 +553,48 @@ func BenchmarkCycle(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestExploreUnconfirmedCells: with explore set, every cell whose value in
+// use is not this cluster's own (imported from Gavel's matrix) is planned at
+// (1 + explore) times its value, until the learned value takes over.
+func TestExploreUnconfirmedCells(t *testing.T) {
+	const model = "ResNet-50 (batch size 64)"
+	h := newHarness(t, func(c *config.Config) { c.Explore = 0.5 })
+	h.fc.submit(resnet, 1, 1, t0)
+	b := h.bridge()
+	ctx := context.Background()
+	stored, err := h.store.Throughputs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned := func(rep RoundReport) map[string]float64 {
+		out := map[string]float64{}
+		for _, typ := range []string{"v100", "p100", "k80"} {
+			out[typ] = rep.Snapshot.Throughput.Rate(model, typ, 1)
+		}
+		return out
+	}
+	want := map[string]float64{}
+	for _, typ := range []string{"v100", "p100", "k80"} {
+		want[typ] = 1.5 * stored.Rate(model, typ, 1)
+	}
+	if diff := cmp.Diff(want, planned(h.cycle(b))); diff != "" {
+		t.Errorf("nothing confirmed, planned rates (-want +got):\n%s", diff)
+	}
+	// Below three samples the imported value stays in use, and with it the
+	// bonus; from the third the learned value is in use, without one.
+	for n := 1; n <= 3; n++ {
+		if err := h.store.RecordObservation(ctx, profiles.Observation{JobType: model, GPUType: "k80", Workers: 1, Steps: 100, Seconds: 100}); err != nil {
+			t.Fatal(err)
+		}
+		if n == 3 {
+			want["k80"] = 1
+		}
+		h.clock.advance(time.Hour)
+		if diff := cmp.Diff(want, planned(h.cycle(b))); diff != "" {
+			t.Errorf("after %d k80 samples, planned rates (-want +got):\n%s", n, diff)
+		}
 	}
 }

@@ -14,39 +14,58 @@ package bridge
 // on its node (NodeList) and released, and a copy the plan drops is
 // stopped (requeuehold: the task is held again, to be placed later). The
 // copies synchronize through files in spool_dir/copies/<array id>/; the
-// bridge writes plan.json there every round (WriteCopyPlans): the copies it
+// bridge writes plan.json there every round (jobproto.CopyPlan): the copies it
 // runs, their GPU types, rates and step shares. Everything else in that
 // directory is the copies' (contrib/examples/hadare/hadar_copies.py).
 
 import (
 	"cmp"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"math"
-	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/hadar-sched/hadar/config"
+	"github.com/hadar-sched/hadar/jobproto"
 	"github.com/hadar-sched/hadar/optimizer"
 	"github.com/hadar-sched/hadar/slurm"
 )
+
+// copiesOnSlurm is HadarE on Slurm as the round meets it: the one seam
+// between the round (BuildView, BuildSnapshot, Derive, fail-open) and this
+// file, where a copies job is a job array with one task per copy. The
+// round calls nothing else of this file but the View's CopyGroup lookups.
+type copiesOnSlurm interface {
+	// group gathers the copies jobs of a view (View.Groups).
+	group(v *View)
+	// snapshotJobs are the copies jobs as the policy sees them.
+	snapshotJobs(v *View, tp optimizer.Throughputs, progress map[string]JobProgress, p SnapshotParams) []optimizer.Job
+	// derive is Derive's work on the copies: it decides first which running
+	// copies go on (their GPUs taken in occ) or stop, then places new copies
+	// (placeCopies) and gives their plan files (plans).
+	derive(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams, nodeType map[string]string,
+		capacity, occ map[string]int, d *Derivation) *copyDerivation
+	// check verifies a derivation's copies invariants (CheckCopies).
+	check(v *View, d Derivation) error
+	// failOpen trims the held jobs fail-open releases (ids) so that a
+	// copies job goes on without hadar as one copy.
+	failOpen(jobs []slurm.Job, ids []string) []string
+}
+
+// hadarE is how this bridge runs copies: job arrays.
+var hadarE copiesOnSlurm = jobArrays{}
+
+// jobArrays runs each copies job as a Slurm job array, one task per copy.
+type jobArrays struct{}
+
+func (jobArrays) check(v *View, d Derivation) error { return CheckCopies(v, d) }
 
 // DecideStopCopy: a running copy of a copies job is stopped (requeued and
 // held, to be placed again later) because the plan drops it; the job goes
 // on with its other copies.
 const DecideStopCopy DecisionKind = "stop-copy"
-
-// CopiesSubdir is the directory under the spool dir where copies jobs
-// synchronize: CopiesSubdir/<array id>/.
-const CopiesSubdir = "copies"
 
 // CopyGroup is a copies job: the tasks of one job array whose tag allows
 // copies (copies=K, K >= 2), each task one copy.
@@ -55,7 +74,7 @@ type CopyGroup struct {
 	// report and its sync directory.
 	ID    string
 	User  string
-	Tag   Tag
+	Tag   jobproto.Tag
 	Model string
 	// GPUsPerNode is what each task asks for (--gres=gpu:N, one node).
 	GPUsPerNode int
@@ -66,19 +85,6 @@ type CopyGroup struct {
 	// progress and the state database. It is not in View.Jobs (the bridge
 	// never acts on it) but View.Job(ID) returns it.
 	Job *JobView
-}
-
-// TaskIndex is the array task index of a task id ("47_3" -> 3), or -1.
-func TaskIndex(id string) int {
-	_, t, ok := strings.Cut(id, "_")
-	if !ok {
-		return -1
-	}
-	n, err := strconv.Atoi(t)
-	if err != nil {
-		return -1
-	}
-	return n
 }
 
 func (g *CopyGroup) tasks(c JobClass) []*JobView {
@@ -111,13 +117,13 @@ func (v *View) CopyGroup(id string) *CopyGroup {
 	return nil
 }
 
-// groupCopies gathers the tasks of copies jobs into CopyGroups (part of
+// group gathers the tasks of copies jobs into CopyGroups (part of
 // BuildView, after every job is classified). A copies array whose tasks
 // ask for more than one node is passed through: a copy is one node.
-func (v *View) groupCopies() {
+func (jobArrays) group(v *View) {
 	byID := map[string]*CopyGroup{}
 	for _, jv := range v.Jobs {
-		if !jv.Tagged || jv.Problem != "" || jv.Tag.Copies < 2 || TaskIndex(jv.ID) < 0 {
+		if !jv.Tagged || jv.Problem != "" || jv.Tag.Copies < 2 || jobproto.TaskIndex(jv.ID) < 0 {
 			continue
 		}
 		id, _, _ := strings.Cut(jv.ID, "_")
@@ -145,7 +151,7 @@ func (v *View) groupCopies() {
 			}
 			continue
 		}
-		sort.SliceStable(g.Tasks, func(a, b int) bool { return TaskIndex(g.Tasks[a].ID) < TaskIndex(g.Tasks[b].ID) })
+		sort.SliceStable(g.Tasks, func(a, b int) bool { return jobproto.TaskIndex(g.Tasks[a].ID) < jobproto.TaskIndex(g.Tasks[b].ID) })
 		job := &JobView{ID: g.ID, User: g.User, Tagged: true, Tag: g.Tag, Model: g.Model, NumNodes: 1,
 			GPUsPerNode: g.GPUsPerNode, Workers: g.GPUsPerNode, Submit: g.Submit, State: "PENDING", Class: ClassWaiting}
 		for _, t := range g.Tasks {
@@ -196,16 +202,14 @@ func (g *CopyGroup) copyRate(v *View, tp optimizer.Throughputs) (gpuType string,
 	return "", rate
 }
 
-// copySnapshotJobs are the copies jobs as the policy sees them: one job per
+// snapshotJobs are the copies jobs as the policy sees them: one job per
 // group with MaxCopies = Limit and Current = its running copies (numbered
 // 1..k), when it has a copy running or a task to place.
-func copySnapshotJobs(v *View, tp optimizer.Throughputs, progress map[string]JobProgress, p SnapshotParams) []optimizer.Job {
-	types := map[string]bool{}
-	for _, n := range v.Nodes {
-		if n.Usable {
-			types[n.Type] = true
-		}
-	}
+func (jobArrays) snapshotJobs(v *View, tp optimizer.Throughputs, progress map[string]JobProgress, p SnapshotParams) []optimizer.Job {
+	capacity := usableCapacity(v)
+	// Copies are array tasks hadar does not retype: a node used per type
+	// is not theirs (Slurm would choose the type).
+	offPools := v.keepOffPools(Request{}).Eligible
 	var out []optimizer.Job
 	for _, g := range v.Groups {
 		running := g.tasks(ClassRunning)
@@ -216,7 +220,7 @@ func copySnapshotJobs(v *View, tp optimizer.Throughputs, progress map[string]Job
 		pr := progress[g.ID]
 		total := g.Tag.Steps
 		if total <= 0 {
-			total = bestRate(tp, g.Model, g.GPUsPerNode, types) * p.DefaultDuration.Seconds()
+			total = tp.BestRate(g.Model, g.GPUsPerNode, capacity) * p.DefaultDuration.Seconds()
 		}
 		remaining := max(total-pr.Done, 0.05*total)
 		weight := g.Tag.Weight
@@ -230,6 +234,7 @@ func copySnapshotJobs(v *View, tp optimizer.Throughputs, progress map[string]Job
 		j := optimizer.Job{ID: g.ID, Type: g.Model, Workers: g.GPUsPerNode, Arrival: arrival,
 			TotalSteps: total, RemainingSteps: remaining, Weight: weight,
 			Attained: pr.Attained, Executed: pr.Executed, MaxCopies: limit}
+		j.Shape.Eligible = offPools
 		for i, t := range running {
 			if n := v.Node(t.Nodes[0]); n != nil {
 				j.Current = append(j.Current, optimizer.Task{Node: n.Name, Type: n.Type, GPUs: g.GPUsPerNode, Copy: i + 1})
@@ -238,51 +243,6 @@ func copySnapshotJobs(v *View, tp optimizer.Throughputs, progress map[string]Job
 		out = append(out, j)
 	}
 	return out
-}
-
-// CopyPlan is what the bridge tells a copies job's copies in a round
-// (spool_dir/copies/<job>/plan.json).
-type CopyPlan struct {
-	Job  string `json:"job"`
-	User string `json:"-"`
-	// Generation is the bridge's round number: it only grows.
-	Generation int64 `json:"generation"`
-	// WrittenAt/WrittenUnix: when the file was written (copies ignore a
-	// plan older than three rounds).
-	WrittenAt   time.Time `json:"written_at"`
-	WrittenUnix float64   `json:"written_unix"`
-	// RoundSeconds is the length of a round: each copy's share is about
-	// what it trains in that time.
-	RoundSeconds float64 `json:"round_seconds"`
-	Model        string  `json:"model"`
-	TotalSteps   float64 `json:"total_steps"`
-	// RemainingSteps is the bridge's estimate (the copies know better: the
-	// last combined checkpoint).
-	RemainingSteps float64 `json:"remaining_steps"`
-	// Allowed is the tag's copies=.
-	Allowed int `json:"allowed"`
-	// Copies are the copies running or starting after this round.
-	Copies []CopyMember `json:"copies"`
-}
-
-// CopyMember is one copy in a CopyPlan.
-type CopyMember struct {
-	// Index is the array task index (the copy's HADAR_COPY_INDEX); Task its
-	// Slurm id.
-	Index   int    `json:"index"`
-	Task    string `json:"task"`
-	Node    string `json:"node"`
-	GPUType string `json:"gpu_type"`
-	GPUs    int    `json:"gpus"`
-	// Rate is the matrix's steps/s of the model on GPUType with GPUs.
-	Rate float64 `json:"rate"`
-	// Steps is the copy's share of the round: the round's steps
-	// (min(remaining, summed rates x round)) split in proportion to rates,
-	// so that the copies finish the round together.
-	Steps float64 `json:"steps"`
-	// State: "running", "launching" (released earlier, not started) or
-	// "placed" (placed and released this round).
-	State string `json:"state"`
 }
 
 // copyDerivation is Derive's work on the copies jobs of a round.
@@ -307,7 +267,7 @@ type groupWork struct {
 	at      map[string]string // placed task -> node
 }
 
-// deriveCopyStops is Derive's first step for copies jobs, before running
+// derive is Derive's first step for copies jobs, before running
 // jobs are kept or moved: which running copies go on (their GPUs are added
 // to occ) and which are stopped, and where new copies are wanted.
 //
@@ -324,7 +284,7 @@ type groupWork struct {
 // that hold none of the job's copies (running, launching, pinned or being
 // stopped), and never beyond copies=, counting every copy of the job that
 // holds or is about to hold GPUs.
-func deriveCopyStops(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams, nodeType map[string]string,
+func (jobArrays) derive(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams, nodeType map[string]string,
 	capacity, occ map[string]int, d *Derivation) *copyDerivation {
 	cd := &copyDerivation{v: v, s: s, nodeType: nodeType, placeNodes: map[string][]string{}}
 	inSnap := map[string]bool{}
@@ -383,7 +343,7 @@ func deriveCopyStops(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p Der
 			case !w.planned || onPlan[n]:
 				w.kept = append(w.kept, t)
 				taken[n] = true
-			case others[n]+g.GPUsPerNode <= capacity[n]:
+			case others[n]+g.GPUsPerNode <= capacity[slotKey(n, nodeType[n])]:
 				w.kept = append(w.kept, t)
 				taken[n] = true
 				spared[t.ID] = true
@@ -416,9 +376,9 @@ func deriveCopyStops(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p Der
 			}
 			w.kept = w.kept[:cut]
 		}
-		sort.SliceStable(w.kept, func(a, b int) bool { return TaskIndex(w.kept[a].ID) < TaskIndex(w.kept[b].ID) })
+		sort.SliceStable(w.kept, func(a, b int) bool { return jobproto.TaskIndex(w.kept[a].ID) < jobproto.TaskIndex(w.kept[b].ID) })
 		for _, t := range w.kept {
-			occ[t.Nodes[0]] += g.GPUsPerNode
+			occ[slotKey(t.Nodes[0], nodeType[t.Nodes[0]])] += g.GPUsPerNode
 			reason := fmt.Sprintf("copy of job %s: the plan keeps it here", g.ID)
 			switch {
 			case spared[t.ID]:
@@ -466,13 +426,13 @@ func (cd *copyDerivation) placeCopies(capacity, occ map[string]int, d *Derivatio
 			if next >= len(waiting) {
 				break
 			}
-			if occ[n]+g.GPUsPerNode > capacity[n] {
+			if occ[slotKey(n, cd.nodeType[n])]+g.GPUsPerNode > capacity[slotKey(n, cd.nodeType[n])] {
 				busy = append(busy, n)
 				continue
 			}
 			t := waiting[next]
 			next++
-			occ[n] += g.GPUsPerNode
+			occ[slotKey(n, cd.nodeType[n])] += g.GPUsPerNode
 			w.placed = append(w.placed, t)
 			w.at[t.ID] = n
 			cd.places = append(cd.places, t.ID)
@@ -508,20 +468,20 @@ func (cd *copyDerivation) placeCopies(capacity, occ map[string]int, d *Derivatio
 
 // plans are the copies plans of the round, as derived (before execution):
 // every copy running, launching or placed, with its share.
-func (cd *copyDerivation) plans(round time.Duration) []CopyPlan {
+func (cd *copyDerivation) plans(round time.Duration) []jobproto.CopyPlan {
 	rem := map[string]float64{}
 	for _, j := range cd.s.Jobs {
 		rem[j.ID] = j.RemainingSteps
 	}
 	tp := cd.s.Throughput
-	var out []CopyPlan
+	var out []jobproto.CopyPlan
 	for _, w := range cd.groups {
 		g := w.g
-		cp := CopyPlan{Job: g.ID, User: g.User, RoundSeconds: round.Seconds(), Model: g.Model, TotalSteps: g.Tag.Steps,
-			RemainingSteps: rem[g.ID], Allowed: g.Tag.Copies, Copies: []CopyMember{}}
+		cp := jobproto.CopyPlan{Job: g.ID, User: g.User, RoundSeconds: round.Seconds(), Model: g.Model, TotalSteps: g.Tag.Steps,
+			RemainingSteps: rem[g.ID], Allowed: g.Tag.Copies, Copies: []jobproto.CopyMember{}}
 		add := func(t *JobView, node, state string) {
 			typ := cd.v.nodeTypeOf(node, cd.nodeType)
-			cp.Copies = append(cp.Copies, CopyMember{Index: TaskIndex(t.ID), Task: t.ID, Node: node, GPUType: typ,
+			cp.Copies = append(cp.Copies, jobproto.CopyMember{Index: jobproto.TaskIndex(t.ID), Task: t.ID, Node: node, GPUType: typ,
 				GPUs: g.GPUsPerNode, Rate: tp.Rate(g.Model, typ, g.GPUsPerNode), State: state})
 		}
 		for _, t := range w.kept {
@@ -546,7 +506,7 @@ func (cd *copyDerivation) plans(round time.Duration) []CopyPlan {
 // proportion to their rates (HadarE's rule, optimizer/hadare.go). With no
 // remaining estimate (the job is not in the snapshot) each copy gets a
 // round's worth.
-func shareSteps(copies []CopyMember, remaining, round float64) {
+func shareSteps(copies []jobproto.CopyMember, remaining, round float64) {
 	sum := 0.0
 	for _, c := range copies {
 		sum += c.Rate
@@ -653,24 +613,24 @@ func CheckCopies(v *View, d Derivation) error {
 	return nil
 }
 
-// failOpenCopies trims the held tasks that ReleaseAll hands to Slurm: a
+// failOpen trims the held tasks that ReleaseAll hands to Slurm: a
 // copies job (array tasks tagged copies=K >= 2) keeps its copies on
 // distinct nodes only under hadar, so Slurm gets one task of it, the
 // lowest held one, and none if a copy already runs. The job then goes on
 // as one copy (the copies helper makes its own rounds without hadar's
 // plan); the other tasks stay held until hadar is back, and the copies
 // cancel them when the job is done.
-func failOpenCopies(jobs []slurm.Job, ids []string) []string {
+func (jobArrays) failOpen(jobs []slurm.Job, ids []string) []string {
 	type arr struct {
 		running bool
 		first   string
 	}
 	arrays := map[string]*arr{}
 	isCopy := func(j slurm.Job) (string, bool) {
-		if !IsTagged(j.Comment) || TaskIndex(j.ID()) < 0 {
+		if !jobproto.IsTagged(j.Comment) || jobproto.TaskIndex(j.ID()) < 0 {
 			return "", false
 		}
-		tag, err := ParseTag(j.Comment)
+		tag, err := jobproto.ParseTag(j.Comment)
 		if err != nil || tag.Copies < 2 {
 			return "", false
 		}
@@ -691,7 +651,7 @@ func failOpenCopies(jobs []slurm.Job, ids []string) []string {
 		}
 		if j.State != "PENDING" {
 			arrays[a].running = true
-		} else if held[j.ID()] && (arrays[a].first == "" || TaskIndex(j.ID()) < TaskIndex(arrays[a].first)) {
+		} else if held[j.ID()] && (arrays[a].first == "" || jobproto.TaskIndex(j.ID()) < jobproto.TaskIndex(arrays[a].first)) {
 			arrays[a].first = j.ID()
 		}
 	}
@@ -711,11 +671,11 @@ func failOpenCopies(jobs []slurm.Job, ids []string) []string {
 // writeCopyPlans writes every copies job's plan.json after the round's
 // actions ran: copies whose place or release failed are left out. Errors
 // are logged, never fatal: copies go on with the last plan they have.
-func (b *Bridge) writeCopyPlans(cfg Config, round int64, plans []CopyPlan, results []ActionResult, now time.Time) []error {
+func (b *Bridge) writeCopyPlans(cfg config.Config, round int64, plans []jobproto.CopyPlan, results []ActionResult, now time.Time) []error {
 	if len(plans) == 0 {
 		// Every round, copies job or not: solo jobs using the copies
 		// helper checkpoint under spool_dir/copies too.
-		if err := EnsureCopiesDir(cfg.SpoolDir); err != nil {
+		if err := jobproto.EnsureCopiesDir(cfg.SpoolDir); err != nil {
 			return []error{fmt.Errorf("copies directory: %w", err)}
 		}
 		return nil
@@ -738,13 +698,13 @@ func (b *Bridge) writeCopyPlans(cfg Config, round int64, plans []CopyPlan, resul
 		cp.Generation = round
 		cp.WrittenAt = now.UTC()
 		cp.WrittenUnix = float64(now.UnixNano()) / 1e9
-		cp.Copies = slices.DeleteFunc(cp.Copies, func(c CopyMember) bool { return c.State == "placed" && failed[c.Task] })
+		cp.Copies = slices.DeleteFunc(cp.Copies, func(c jobproto.CopyMember) bool { return c.State == "placed" && failed[c.Task] })
 		uid, err := b.uidOf(cp.User)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("copies plan of job %s: user %q: %w", cp.Job, cp.User, err))
 			continue
 		}
-		if err := WriteCopyPlan(cfg.SpoolDir, uid, cp); err != nil {
+		if err := jobproto.WriteCopyPlan(cfg.SpoolDir, uid, cp); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -761,109 +721,4 @@ func (b *Bridge) uidOf(user string) (int, error) {
 	}
 	b.uids[user] = uid
 	return uid, nil
-}
-
-// EnsureCopiesDir creates spoolDir/copies with mode 1777 (sticky, like
-// /tmp: every job can make its directory there, none can touch another's).
-func EnsureCopiesDir(spoolDir string) error {
-	dir := filepath.Join(spoolDir, CopiesSubdir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	st, err := os.Lstat(dir)
-	if err != nil {
-		return err
-	}
-	if !st.IsDir() {
-		return fmt.Errorf("%s is not a directory", dir)
-	}
-	if st.Mode()&os.ModeSticky == 0 || st.Mode().Perm() != 0o777 {
-		return os.Chmod(dir, 0o777|os.ModeSticky)
-	}
-	return nil
-}
-
-// WriteCopyPlan writes cp as spoolDir/copies/<job>/plan.json, atomically
-// (temporary file, then rename). The job's directory is created owned by
-// uid (mode 0755: the job's copies write their checkpoints there); an
-// existing one must be a real directory owned by uid, root or this
-// process. Every step goes through an os.Root opened on the directory
-// itself, so a job cannot redirect the write with a symlink.
-func WriteCopyPlan(spoolDir string, uid int, cp CopyPlan) error {
-	if !reProgressID.MatchString(cp.Job) || strings.Contains(cp.Job, "_") {
-		return fmt.Errorf("copies plan: bad job id %q", clip(cp.Job))
-	}
-	fail := func(err error) error { return fmt.Errorf("copies plan of job %s: %w", cp.Job, err) }
-	if err := EnsureCopiesDir(spoolDir); err != nil {
-		return fail(err)
-	}
-	top, err := os.OpenRoot(filepath.Join(spoolDir, CopiesSubdir))
-	if err != nil {
-		return fail(err)
-	}
-	defer top.Close()
-	st, err := top.Lstat(cp.Job)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		if err := top.Mkdir(cp.Job, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-			return fail(err)
-		}
-		if uid != os.Geteuid() {
-			if err := top.Lchown(cp.Job, uid, -1); err != nil {
-				return fail(fmt.Errorf("give the job's directory to uid %d: %w", uid, err))
-			}
-		}
-	case err != nil:
-		return fail(err)
-	case !st.IsDir():
-		return fail(fmt.Errorf("%s is not a directory", filepath.Join(spoolDir, CopiesSubdir, cp.Job)))
-	}
-	dir, err := top.OpenRoot(cp.Job)
-	if err != nil {
-		return fail(err)
-	}
-	defer dir.Close()
-	st, err = dir.Stat(".")
-	if err != nil {
-		return fail(err)
-	}
-	if sys, ok := st.Sys().(*syscall.Stat_t); !ok || !st.IsDir() ||
-		(int(sys.Uid) != uid && sys.Uid != 0 && int(sys.Uid) != os.Geteuid()) {
-		return fail(fmt.Errorf("the job's directory is not owned by the job's user (uid %d)", uid))
-	}
-	b, err := json.MarshalIndent(cp, "", "  ")
-	if err != nil {
-		return fail(err)
-	}
-	tmp := fmt.Sprintf(".plan.json.tmp-%d-%08x", os.Getpid(), rand.Uint32())
-	f, err := dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return fail(err)
-	}
-	_, err = f.Write(append(b, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = dir.Rename(tmp, "plan.json")
-	}
-	if err != nil {
-		_ = dir.Remove(tmp)
-		return fail(err)
-	}
-	return nil
-}
-
-// ReadCopyPlan reads spoolDir/copies/<job>/plan.json (tests, tools).
-func ReadCopyPlan(spoolDir, job string) (CopyPlan, error) {
-	var cp CopyPlan
-	b, err := os.ReadFile(filepath.Join(spoolDir, CopiesSubdir, job, "plan.json"))
-	if err != nil {
-		return cp, err
-	}
-	err = json.Unmarshal(b, &cp)
-	return cp, err
 }

@@ -8,10 +8,11 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hadar-sched/hadar/config"
+	"github.com/hadar-sched/hadar/jobproto"
 	"github.com/hadar-sched/hadar/optimizer"
 	"github.com/hadar-sched/hadar/slurm"
 )
@@ -77,7 +78,7 @@ func TestCopiesGrouping(t *testing.T) {
 	}
 	g := v.Groups[0]
 	for i, task := range g.Tasks {
-		if TaskIndex(task.ID) != i || task.CopyOf != "40" {
+		if jobproto.TaskIndex(task.ID) != i || task.CopyOf != "40" {
 			t.Errorf("task %d: %s of %q", i, task.ID, task.CopyOf)
 		}
 	}
@@ -434,7 +435,7 @@ func preexistingPair(v *View, d Derivation, g *CopyGroup, n string) bool {
 // replaced by the spare task, and the job's progress comes from its own
 // report (the copies' combiner writes it under the array id).
 func TestCopiesLoop(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.Policy = "hadare"; c.Round = Duration{10 * time.Second} })
+	h := newHarness(t, func(c *config.Config) { c.Policy = "hadare"; c.Round = config.Duration{Duration: 10 * time.Second} })
 	const tag = "hadar model=lm-bs20 steps=20000 copies=3"
 	h.fc.mu.Lock()
 	for i := range 4 {
@@ -474,7 +475,7 @@ func TestCopiesLoop(t *testing.T) {
 	if r := checkDistinct("round 1"); len(r) != 3 {
 		t.Fatalf("round 1: running %v; decisions %+v", r, rep.Decisions)
 	}
-	cp, err := ReadCopyPlan(h.cfg.SpoolDir, "700")
+	cp, err := jobproto.ReadCopyPlan(h.cfg.SpoolDir, "700")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,13 +492,13 @@ func TestCopiesLoop(t *testing.T) {
 	if sum := cp.Copies[0].Rate + cp.Copies[1].Rate + cp.Copies[2].Rate; total < 0.99*sum*10 || total > 1.01*sum*10 {
 		t.Errorf("shares sum to %g, want a round's worth (%g)", total, sum*10)
 	}
-	st, err := os.Stat(filepath.Join(h.cfg.SpoolDir, CopiesSubdir))
+	st, err := os.Stat(filepath.Join(h.cfg.SpoolDir, jobproto.CopiesSubdir))
 	if err != nil || st.Mode()&os.ModeSticky == 0 {
 		t.Errorf("copies dir: %v %v", st.Mode(), err)
 	}
 
 	// The combiner reports the job's progress under the array id.
-	if err := WriteProgress(h.cfg.SpoolDir, "700", 5000, h.clock.Now()); err != nil {
+	if err := jobproto.WriteProgress(h.cfg.SpoolDir, "700", 5000, h.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
 	h.clock.advance(10 * time.Second)
@@ -531,7 +532,7 @@ func TestCopiesLoop(t *testing.T) {
 	if len(after) != 3 || after[gone] != "" {
 		t.Fatalf("after %s ended: running %v", gone, after)
 	}
-	cp, _ = ReadCopyPlan(h.cfg.SpoolDir, "700")
+	cp, _ = jobproto.ReadCopyPlan(h.cfg.SpoolDir, "700")
 	for _, c := range cp.Copies {
 		if c.Task == gone {
 			t.Errorf("plan.json still lists %s", gone)
@@ -539,60 +540,8 @@ func TestCopiesLoop(t *testing.T) {
 	}
 }
 
-func TestWriteCopyPlanRefusesForeignDirs(t *testing.T) {
-	spool := t.TempDir()
-	cp := CopyPlan{Job: "55", Copies: []CopyMember{{Index: 0, Task: "55_0", Node: "n1"}}}
-	if err := WriteCopyPlan(spool, os.Getuid(), cp); err != nil {
-		t.Fatal(err)
-	}
-	got, err := ReadCopyPlan(spool, "55")
-	if err != nil || got.Job != "55" || len(got.Copies) != 1 {
-		t.Fatalf("%+v %v", got, err)
-	}
-	// A job that replaces its directory with a symlink does not redirect
-	// the bridge's write.
-	victim := filepath.Join(t.TempDir(), "victim")
-	if err := os.Mkdir(victim, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(victim, filepath.Join(spool, CopiesSubdir, "56")); err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteCopyPlan(spool, os.Getuid(), CopyPlan{Job: "56"}); err == nil {
-		t.Error("wrote through a symlink")
-	}
-	if _, err := os.Stat(filepath.Join(victim, "plan.json")); err == nil {
-		t.Error("plan.json written outside the spool")
-	}
-	for _, bad := range []string{"", "../x", "5_1", "a"} {
-		if err := WriteCopyPlan(spool, os.Getuid(), CopyPlan{Job: bad}); err == nil {
-			t.Errorf("job id %q accepted", bad)
-		}
-	}
-	if os.Getuid() == 0 {
-		// Owned by someone else than the job's user: refused.
-		if err := os.Mkdir(filepath.Join(spool, CopiesSubdir, "57"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(filepath.Join(spool, CopiesSubdir, "57"), 4242, -1); err != nil {
-			t.Fatal(err)
-		}
-		if err := WriteCopyPlan(spool, 4343, CopyPlan{Job: "57"}); err == nil {
-			t.Error("wrote into another user's directory")
-		}
-		// Created for the job's user.
-		if err := WriteCopyPlan(spool, 4343, CopyPlan{Job: "58"}); err != nil {
-			t.Fatal(err)
-		}
-		st, err := os.Stat(filepath.Join(spool, CopiesSubdir, "58"))
-		if err != nil || st.Sys().(*syscall.Stat_t).Uid != 4343 {
-			t.Errorf("job directory: %v %+v", err, st)
-		}
-	}
-}
-
 func TestShareSteps(t *testing.T) {
-	cs := []CopyMember{{Rate: 3}, {Rate: 1}}
+	cs := []jobproto.CopyMember{{Rate: 3}, {Rate: 1}}
 	shareSteps(cs, 100, 60) // 4 steps/s x 60 s = 240 > 100 remaining
 	if cs[0].Steps != 75 || cs[1].Steps != 25 {
 		t.Errorf("%+v", cs)
@@ -616,7 +565,7 @@ func TestFailOpenCopies(t *testing.T) {
 			ids = append(ids, j.ID())
 		}
 	}
-	got := failOpenCopies(jobs, ids)
+	got := hadarE.failOpen(jobs, ids)
 	if strings.Join(got, " ") != "40_0 42_0 42_1 43" {
 		t.Errorf("released %v", got)
 	}

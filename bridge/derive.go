@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/hadar-sched/hadar/jobproto"
 	"github.com/hadar-sched/hadar/optimizer"
 	"github.com/hadar-sched/hadar/slurm"
 )
@@ -65,6 +67,10 @@ const (
 	ActHold ActionKind = "hold"
 	// ActRequeueHold: scontrol requeuehold a,b.
 	ActRequeueHold ActionKind = "requeuehold"
+	// ActRetype: scontrol update JobId=a,b Gres=<Gres>: the GPU type (and
+	// count) of pending jobs, before they are placed (Slurm 24.11; see
+	// ViewInput.Retype).
+	ActRetype ActionKind = "retype"
 	// ActPlace: scontrol update JobId=a NodeList=<Nodes> (one job).
 	ActPlace ActionKind = "place"
 	// ActStartNow: scontrol update JobId=a,b StartTime=now (and
@@ -78,7 +84,17 @@ const (
 	// succeed, every later action of the round is skipped: only the
 	// pass-through jobs' comment and release come after it.
 	ActAwaitStart ActionKind = "await-start"
+	// ActSettle: wait RequeueSettle before the release of jobs moved
+	// within a node they run on (a node used per type, Slurm 24.11). The
+	// node's slurmd refuses a launch credential created in the same second
+	// as the job's requeue ("Job credential revoked": the job fails), which
+	// Slurm's own 120 s begin time after a requeue guards against.
+	ActSettle ActionKind = "settle"
 )
+
+// RequeueSettle is how long ActSettle waits: past the second of the
+// requeue, with room for the slurmd to have seen it.
+const RequeueSettle = 1100 * time.Millisecond
 
 // Action is one Slurm update of a round. Actions run in order; a place,
 // start-now or release is skipped for a job whose earlier requeuehold or
@@ -89,6 +105,8 @@ type Action struct {
 	JobIDs []string
 	// Nodes are the target nodes of a place.
 	Nodes []string
+	// Gres is the GPU request a retype sets ("gpu:tesla_v100:2", "gpu:2").
+	Gres string
 	// Text is the admin comment of a comment action.
 	Text string
 }
@@ -101,6 +119,8 @@ func (a Action) String() string {
 		return fmt.Sprintf("scontrol update JobId=%s AdminComment=%q", ids, a.Text)
 	case ActPlace:
 		return fmt.Sprintf("scontrol update JobId=%s NodeList=%s", ids, strings.Join(a.Nodes, ","))
+	case ActRetype:
+		return fmt.Sprintf("scontrol update JobId=%s Gres=%s", ids, a.Gres)
 	case ActStartNow:
 		if a.Text != "" {
 			return fmt.Sprintf("scontrol update JobId=%s StartTime=now AdminComment=%q", ids, a.Text)
@@ -108,6 +128,8 @@ func (a Action) String() string {
 		return fmt.Sprintf("scontrol update JobId=%s StartTime=now", ids)
 	case ActAwaitStart:
 		return fmt.Sprintf("squeue until jobs %s are not pending (started, held or gone)", ids)
+	case ActSettle:
+		return fmt.Sprintf("wait %s: jobs %s start again on a node they were requeued from", RequeueSettle, ids)
 	default:
 		return fmt.Sprintf("scontrol %s %s", a.Kind, ids)
 	}
@@ -115,7 +137,8 @@ func (a Action) String() string {
 
 // DeriveParams tune Derive.
 type DeriveParams struct {
-	// MigrationPenalty: a running job moves only if it saves more than this.
+	// MigrationPenalty is what the decisions of migrations cite (the plan
+	// weighed it: optimizer.KeepNoStop).
 	MigrationPenalty time.Duration
 	// Preemption allows stopping running jobs the plan drops.
 	Preemption bool
@@ -132,10 +155,15 @@ type Derivation struct {
 	Decisions []Decision
 	Actions   []Action
 	// Copies are the copies jobs' plans for their copies (copies.go).
-	Copies []CopyPlan
+	Copies []jobproto.CopyPlan
 	// HeldBack is set when the round ignored the plan (placed, moved and
 	// stopped nothing) so that an overdue pass-through job can go first.
 	HeldBack bool
+	// Requested are the users' own GPU requests ("gpu:2") of the jobs the
+	// round retypes (ActRetype), by job: the state database keeps them so
+	// that the next rounds read the request the user made, not the type
+	// hadar set.
+	Requested map[string]string
 }
 
 // PassThroughComment is the AdminComment of a job handed to Slurm.
@@ -156,8 +184,9 @@ func PassThroughComment(reason string) string {
 // placement can keep delaying it.
 //
 // Rules (see the package doc): a running job keeps its nodes unless the
-// plan moves it and the estimated gain exceeds the migration penalty; a
-// running job the plan drops is preempted only with Preemption; a waiting
+// plan moves it (the plan weighed the move against the migration penalty:
+// optimizer.KeepNoStop); a running job the plan drops is preempted only
+// with Preemption; a waiting
 // job is placed only on a shape Slurm can enforce (its own request: one
 // node with all its GPUs, or its --nodes nodes with --gres GPUs each),
 // re-shaped onto free nodes of the planned GPU type when the plan's
@@ -176,7 +205,7 @@ func Derive(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams
 	}
 	rehold, kick := r.relaunch()
 	r.actions(rehold, kick)
-	if err := CheckCopies(v, r.d); err != nil {
+	if err := hadarE.check(v, r.d); err != nil {
 		return Derivation{}, fmt.Errorf("enforceable plan: %w", err)
 	}
 	return r.d, nil
@@ -191,13 +220,19 @@ type deriver struct {
 	p    DeriveParams
 	d    Derivation
 
-	capacity   map[string]int
-	nodeType   map[string]string
-	snapJobs   map[string]*optimizer.Job
-	occ        map[string]int
-	requeue    []string
-	places     []string
-	placeNodes map[string][]string
+	// capacity and occ are GPUs per node and type (slotKey): a node used
+	// per type has one slot per type. nodeType is the type of each node
+	// with one (none for a node used per type).
+	capacity map[string]int
+	nodeType map[string]string
+	snapJobs map[string]*optimizer.Job
+	occ      map[string]int
+	requeue  []string
+	places   []string
+	// settle are the moved jobs whose target shares a node with where
+	// they run (ActSettle).
+	settle     []string
+	placeTasks map[string][]optimizer.Task
 	copies     *copyDerivation
 	// passThrough are the held jobs hadar cannot schedule; noPlan says why
 	// the plan is not followed, when it is not.
@@ -208,10 +243,12 @@ type deriver struct {
 func newDeriver(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams) *deriver {
 	r := &deriver{v: v, s: s, plan: plan, p: p, d: Derivation{Plan: optimizer.NewPlan()},
 		capacity: map[string]int{}, nodeType: map[string]string{}, snapJobs: map[string]*optimizer.Job{},
-		occ: map[string]int{}, placeNodes: map[string][]string{}, noPlan: "no plan this round"}
+		occ: map[string]int{}, placeTasks: map[string][]optimizer.Task{}, noPlan: "no plan this round"}
 	for _, n := range s.Nodes {
-		r.capacity[n.Name] += n.GPUs
-		r.nodeType[n.Name] = n.Type
+		r.capacity[slotKey(n.Name, n.Type)] += n.GPUs
+		if nv := v.Node(n.Name); nv == nil || nv.Pools == nil {
+			r.nodeType[n.Name] = n.Type
+		}
 	}
 	for i := range s.Jobs {
 		r.snapJobs[s.Jobs[i].ID] = &s.Jobs[i]
@@ -226,12 +263,15 @@ func (r *deriver) assigned(id string) []optimizer.Task {
 	return r.plan.Assignments[id]
 }
 
-func (r *deriver) tasksOn(nodes []string, g int) []optimizer.Task {
-	out := make([]optimizer.Task, len(nodes))
-	for i, n := range nodes {
-		out[i] = optimizer.Task{Node: n, Type: r.nodeType[n], GPUs: g}
+// slotKey names a node's GPUs of one type: capacity and occ are kept per
+// node and type, as the optimizer's are.
+func slotKey(node, gpuType string) string { return node + "\x00" + gpuType }
+
+// occupy adds (or with sign -1 takes back) a job's tasks to occ.
+func (r *deriver) occupy(tasks []optimizer.Task, sign int) {
+	for _, t := range tasks {
+		r.occ[slotKey(t.Node, t.Type)] += sign * t.GPUs
 	}
-	return out
 }
 
 // holdBackForPassThrough collects the held jobs hadar cannot schedule. They
@@ -259,10 +299,11 @@ func (r *deriver) holdBackForPassThrough() {
 }
 
 func (r *deriver) keep(jv *JobView, reason string) {
-	r.d.Plan.Assign(jv.ID, r.tasksOn(jv.Nodes, jv.GPUsPerNode)...)
+	cur := currentTasks(r.v, jv)
+	r.d.Plan.Assign(jv.ID, cur...)
 	r.d.Decisions = append(r.d.Decisions, Decision{JobID: jv.ID, Kind: DecideKeep,
 		From: placementString(jv.Nodes, jv.GPUsPerNode), To: placementString(jv.Nodes, jv.GPUsPerNode),
-		ToNodes: jv.Nodes, GPUType: typesOf(jv.Nodes, r.nodeType), Reason: reason})
+		ToNodes: jv.Nodes, GPUType: typesOfTasks(cur), Reason: reason})
 }
 
 // running decides keep, migrate or preempt for each running job: it keeps
@@ -272,26 +313,22 @@ func (r *deriver) keep(jv *JobView, reason string) {
 func (r *deriver) running() {
 	type candidate struct {
 		jv     *JobView
-		target []string
+		target []optimizer.Task
 		gain   float64
 	}
 	var cands []candidate
 	running := withoutCopies(jobsOfClass(r.v, ClassRunning))
 	for _, jv := range running {
-		for _, n := range jv.Nodes {
-			r.occ[n] += jv.GPUsPerNode
-		}
+		r.occupy(currentTasks(r.v, jv), 1)
 	}
 	// Copies jobs (copies.go): running copies go on or stop first.
-	r.copies = deriveCopyStops(r.v, r.s, r.plan, r.p, r.nodeType, r.capacity, r.occ, &r.d)
+	r.copies = hadarE.derive(r.v, r.s, r.plan, r.p, r.nodeType, r.capacity, r.occ, &r.d)
 	r.requeue = append(r.requeue, r.copies.stops...)
 	for _, jv := range running {
 		tasks := r.assigned(jv.ID)
 		if len(tasks) == 0 {
 			if r.plan != nil && r.p.Preemption {
-				for _, n := range jv.Nodes {
-					r.occ[n] -= jv.GPUsPerNode
-				}
+				r.occupy(currentTasks(r.v, jv), -1)
 				r.requeue = append(r.requeue, jv.ID)
 				r.d.Decisions = append(r.d.Decisions, Decision{JobID: jv.ID, Kind: DecidePreempt,
 					From: placementString(jv.Nodes, jv.GPUsPerNode), To: "-", Reason: "the policy gives its GPUs to other jobs"})
@@ -305,51 +342,53 @@ func (r *deriver) running() {
 			continue
 		}
 		target, _, ok := enforceable(tasks, jv, r.s.Throughput)
+		cur := currentTasks(r.v, jv)
 		switch {
-		case ok && sameNodes(target, jv.Nodes):
+		case ok && sameTasks(target, cur):
 			r.keep(jv, "the policy keeps it here")
 		case !ok:
 			r.keep(jv, "the planned move cannot be carried out in Slurm")
 		default:
-			gain := migrationGain(r.s.Throughput, r.snapJobs[jv.ID], jv.Model, jv.Workers, r.tasksOn(jv.Nodes, jv.GPUsPerNode), r.tasksOn(target, jv.GPUsPerNode))
-			if gain <= r.p.MigrationPenalty.Seconds() {
-				r.keep(jv, fmt.Sprintf("moving to %s would save %s, not more than the migration penalty %s",
-					placementString(target, jv.GPUsPerNode), fmtSeconds(gain), r.p.MigrationPenalty))
-				continue
-			}
+			// The policy's moves are made as planned: the plan weighed
+			// them (a job that may not be stopped moves only when that
+			// saves more than migration_penalty, optimizer.KeepNoStop;
+			// hadar weighs its own moves the same way), and a move to a
+			// slower type frees GPUs the plan gives to another job.
+			gain := migrationGain(r.s.Throughput, r.snapJobs[jv.ID], jv.Model, jv.Workers, cur, target)
 			cands = append(cands, candidate{jv, target, gain})
 		}
 	}
 	sort.SliceStable(cands, func(a, b int) bool { return cands[a].gain > cands[b].gain })
 	for _, c := range cands {
 		jv := c.jv
+		cur := currentTasks(r.v, jv)
 		own := map[string]int{}
-		for _, n := range jv.Nodes {
-			own[n] += jv.GPUsPerNode
+		for _, t := range cur {
+			own[slotKey(t.Node, t.Type)] += t.GPUs
 		}
 		fits := true
-		for _, n := range c.target {
-			if r.occ[n]-own[n]+jv.GPUsPerNode > r.capacity[n] {
+		for _, t := range c.target {
+			k := slotKey(t.Node, t.Type)
+			if r.occ[k]-own[k]+t.GPUs > r.capacity[k] {
 				fits = false
 			}
 		}
 		if !fits {
-			r.keep(jv, fmt.Sprintf("the GPUs of %s are not free", placementString(c.target, jv.GPUsPerNode)))
+			r.keep(jv, fmt.Sprintf("the GPUs of %s are not free", tasksPlacement(c.target)))
 			continue
 		}
-		for _, n := range jv.Nodes {
-			r.occ[n] -= jv.GPUsPerNode
-		}
-		for _, n := range c.target {
-			r.occ[n] += jv.GPUsPerNode
-		}
+		r.occupy(cur, -1)
+		r.occupy(c.target, 1)
 		r.requeue = append(r.requeue, jv.ID)
 		r.places = append(r.places, jv.ID)
-		r.placeNodes[jv.ID] = c.target
-		r.d.Plan.Assign(jv.ID, r.tasksOn(c.target, jv.GPUsPerNode)...)
+		r.placeTasks[jv.ID] = c.target
+		if slices.ContainsFunc(taskNodes(c.target), func(n string) bool { return slices.Contains(jv.Nodes, n) }) {
+			r.settle = append(r.settle, jv.ID)
+		}
+		r.d.Plan.Assign(jv.ID, c.target...)
 		r.d.Decisions = append(r.d.Decisions, Decision{JobID: jv.ID, Kind: DecideMigrate,
-			From: placementString(jv.Nodes, jv.GPUsPerNode), To: placementString(c.target, jv.GPUsPerNode),
-			ToNodes: c.target, GPUType: typesOf(c.target, r.nodeType),
+			From: placementString(jv.Nodes, jv.GPUsPerNode), To: tasksPlacement(c.target),
+			ToNodes: taskNodes(c.target), GPUType: typesOfTasks(c.target),
 			Reason: fmt.Sprintf("saves about %s (migration penalty %s)", fmtSeconds(c.gain), r.p.MigrationPenalty)})
 	}
 }
@@ -367,13 +406,13 @@ func (r *deriver) waiting() {
 		}
 		return waiting[a].ID < waiting[b].ID
 	})
-	fits := func(nodes []string, g int) bool {
-		for _, n := range nodes {
-			if r.occ[n]+g > r.capacity[n] {
+	fits := func(tasks []optimizer.Task) bool {
+		for _, t := range tasks {
+			if k := slotKey(t.Node, t.Type); r.occ[k]+t.GPUs > r.capacity[k] {
 				return false
 			}
 		}
-		return len(nodes) > 0
+		return len(tasks) > 0
 	}
 	for _, jv := range waiting {
 		tasks := r.assigned(jv.ID)
@@ -387,7 +426,7 @@ func (r *deriver) waiting() {
 		}
 		target, types, ok := enforceable(tasks, jv, r.s.Throughput)
 		reason := "the policy's placement"
-		if !ok || !fits(target, jv.GPUsPerNode) {
+		if !ok || !fits(target) {
 			planned := tasksString(tasks)
 			free := freeNodes(r.s, r.d.Plan, r.snapJobs, r.occ, r.capacity)
 			target = fitNodes(r.snapJobs[jv.ID], free, types)
@@ -407,18 +446,22 @@ func (r *deriver) waiting() {
 				continue
 			}
 		}
-		for _, n := range target {
-			r.occ[n] += jv.GPUsPerNode
-		}
+		r.occupy(target, 1)
 		r.places = append(r.places, jv.ID)
-		r.placeNodes[jv.ID] = target
-		r.d.Plan.Assign(jv.ID, r.tasksOn(target, jv.GPUsPerNode)...)
+		r.placeTasks[jv.ID] = target
+		r.d.Plan.Assign(jv.ID, target...)
 		r.d.Decisions = append(r.d.Decisions, Decision{JobID: jv.ID, Kind: DecidePlace, From: "-",
-			To: placementString(target, jv.GPUsPerNode), ToNodes: target, GPUType: typesOf(target, r.nodeType), Reason: reason})
+			To: tasksPlacement(target), ToNodes: taskNodes(target), GPUType: typesOfTasks(target), Reason: reason})
 	}
 	r.copies.placeCopies(r.capacity, r.occ, &r.d)
 	r.places = append(r.places, r.copies.places...)
-	maps.Copy(r.placeNodes, r.copies.placeNodes)
+	for id, nodes := range r.copies.placeNodes {
+		tasks := make([]optimizer.Task, len(nodes))
+		for i, n := range nodes {
+			tasks[i] = optimizer.Task{Node: n, Type: r.nodeType[n]}
+		}
+		r.placeTasks[id] = tasks
+	}
 	r.d.Copies = r.copies.plans(r.s.Round)
 }
 
@@ -437,7 +480,7 @@ func (r *deriver) relaunch() (rehold, kick []string) {
 		}
 	}
 	for _, jv := range r.v.Jobs {
-		if (jv.Class == ClassLaunching || jv.Class == ClassReleased) && jv.Stranded != "" && !contains(rehold, jv.ID) {
+		if (jv.Class == ClassLaunching || jv.Class == ClassReleased) && jv.Stranded != "" && !slices.Contains(rehold, jv.ID) {
 			rehold = append(rehold, jv.ID)
 			r.d.Decisions = append(r.d.Decisions, Decision{JobID: jv.ID, Kind: DecideRehold,
 				From: placementString(jv.Nodes, jv.GPUsPerNode), To: "-", Reason: jv.Stranded + "; held to be re-placed"})
@@ -452,7 +495,7 @@ func (r *deriver) relaunch() (rehold, kick []string) {
 	// credential ("Job credential revoked": the job fails), which Slurm's
 	// own 120 s begin time guards against.
 	for _, jv := range jobsOfClass(r.v, ClassLaunching) {
-		if jv.Reason != "BeginTime" || contains(rehold, jv.ID) {
+		if jv.Reason != "BeginTime" || slices.Contains(rehold, jv.ID) {
 			continue
 		}
 		if len(jv.RanOn) == 0 || sameNodes(jv.RanOn, jv.Nodes) {
@@ -465,7 +508,7 @@ func (r *deriver) relaunch() (rehold, kick []string) {
 		kick = append(kick, jv.ID)
 		r.d.Decisions = append(r.d.Decisions, Decision{JobID: jv.ID, Kind: DecideStartNow,
 			From: placementString(jv.Nodes, jv.GPUsPerNode), To: placementString(jv.Nodes, jv.GPUsPerNode),
-			ToNodes: jv.Nodes, GPUType: typesOf(jv.Nodes, r.nodeType),
+			ToNodes: jv.Nodes, GPUType: typesOfTasks(currentTasks(r.v, jv)),
 			Reason: "released, but Slurm delays its start (BeginTime, set when its requeue completed)"})
 	}
 	return rehold, kick
@@ -482,12 +525,17 @@ func (r *deriver) actions(rehold, kick []string) {
 	}
 	places := r.places
 	sort.Strings(places)
+	d.Actions = append(d.Actions, r.retypes(places)...)
 	for _, id := range places {
-		d.Actions = append(d.Actions, Action{Kind: ActPlace, JobIDs: []string{id}, Nodes: r.placeNodes[id]})
+		d.Actions = append(d.Actions, Action{Kind: ActPlace, JobIDs: []string{id}, Nodes: taskNodes(r.placeTasks[id])})
 	}
 	if start := append(append([]string(nil), places...), kick...); len(start) > 0 {
 		sort.Strings(start)
 		d.Actions = append(d.Actions, Action{Kind: ActStartNow, JobIDs: start, Text: PlacedComment})
+	}
+	if len(r.settle) > 0 {
+		sort.Strings(r.settle)
+		d.Actions = append(d.Actions, Action{Kind: ActSettle, JobIDs: r.settle})
 	}
 	if len(places) > 0 {
 		d.Actions = append(d.Actions, Action{Kind: ActRelease, JobIDs: places})
@@ -501,7 +549,7 @@ func (r *deriver) actions(rehold, kick []string) {
 	await = append(await, places...)
 	await = append(await, kick...)
 	for _, jv := range jobsOfClass(r.v, ClassLaunching) {
-		if !jv.ReleasedAt.IsZero() && !contains(await, jv.ID) {
+		if !jv.ReleasedAt.IsZero() && !slices.Contains(await, jv.ID) {
 			await = append(await, jv.ID)
 		}
 	}
@@ -615,12 +663,13 @@ func passThroughActions(passThrough []*JobView, await []string) []Action {
 	return append(out, Action{Kind: ActRelease, JobIDs: release})
 }
 
-// enforceable reads a planned placement as node names if Slurm can carry
-// it out for the job's request: one node holding all its GPUs (--nodes=1),
-// or exactly --nodes nodes with --gres GPUs each. HadarE copies become the
-// single fastest copy that holds the whole gang. types lists the GPU types
-// of the plan, the job's fastest first, for re-shaping.
-func enforceable(tasks []optimizer.Task, jv *JobView, tp optimizer.Throughputs) (nodes []string, types []string, ok bool) {
+// enforceable reads a planned placement as one task per node if Slurm can
+// carry it out for the job's request: one node holding all its GPUs
+// (--nodes=1), or exactly --nodes nodes with --gres GPUs each, one GPU type
+// on each. HadarE copies become the single fastest copy that holds the
+// whole gang. types lists the GPU types of the plan, the job's fastest
+// first, for re-shaping. The tasks are sorted by node.
+func enforceable(tasks []optimizer.Task, jv *JobView, tp optimizer.Throughputs) (target []optimizer.Task, types []string, ok bool) {
 	seenType := map[string]bool{}
 	for _, t := range tasks {
 		if !seenType[t.Type] {
@@ -638,36 +687,82 @@ func enforceable(tasks []optimizer.Task, jv *JobView, tp optimizer.Throughputs) 
 	if len(tasks) > 0 && tasks[0].Copy > 0 {
 		// Slurm runs one allocation per job: keep the fastest copy that
 		// holds the gang, if any.
-		best, bestRate := "", -1.0
-		for _, t := range tasks {
+		var best *optimizer.Task
+		bestRate := -1.0
+		for i, t := range tasks {
 			if t.GPUs == jv.Workers && jv.NumNodes == 1 {
 				if r := tp.Rate(jv.Model, t.Type, jv.Workers); r > bestRate {
-					best, bestRate = t.Node, r
+					best, bestRate = &tasks[i], r
 				}
 			}
 		}
-		if best == "" {
+		if best == nil {
 			return nil, types, false
 		}
-		return []string{best}, types, true
+		return []optimizer.Task{{Node: best.Node, Type: best.Type, GPUs: jv.Workers}}, types, true
 	}
-	perNode := map[string]int{}
+	perNode := map[string]*optimizer.Task{}
+	split := false
 	for _, t := range tasks {
-		if _, ok := perNode[t.Node]; !ok {
-			nodes = append(nodes, t.Node)
+		if n, seen := perNode[t.Node]; seen {
+			// Two types on one node: Slurm gives a job one type per node.
+			split = split || n.Type != t.Type
+			n.GPUs += t.GPUs
+			continue
 		}
-		perNode[t.Node] += t.GPUs
+		perNode[t.Node] = &optimizer.Task{Node: t.Node, Type: t.Type, GPUs: t.GPUs}
 	}
-	sort.Strings(nodes)
-	if len(nodes) != jv.NumNodes {
-		return nodes, types, false
+	for _, n := range slices.Sorted(maps.Keys(perNode)) {
+		target = append(target, *perNode[n])
 	}
-	for _, n := range nodes {
-		if perNode[n] != jv.GPUsPerNode {
-			return nodes, types, false
+	if split || len(target) != jv.NumNodes {
+		return target, types, false
+	}
+	for _, t := range target {
+		if t.GPUs != jv.GPUsPerNode {
+			return target, types, false
 		}
 	}
-	return nodes, types, true
+	return target, types, true
+}
+
+// retypes are the Gres updates the round's placements need (one per
+// distinct request): a job placed on a node used per type must name the
+// pool's type in the node's own words; a job hadar retyped before and now
+// placed elsewhere gets its user's request back. A job whose Gres already
+// says the right thing gets none, so jobs that never touch a node used per
+// type never get one. The users' requests of the retyped jobs go to
+// Derivation.Requested, for the state database.
+func (r *deriver) retypes(places []string) []Action {
+	byGres := map[string][]string{}
+	for _, id := range places {
+		jv := r.v.Job(id)
+		if jv == nil || jv.CopyOf != "" || !jv.Request.Retypable {
+			continue
+		}
+		want := jv.Request.Site
+		for _, t := range r.placeTasks[id] {
+			if n := r.v.Node(t.Node); n != nil && n.Pools != nil {
+				if p := n.pool(t.Type); p != nil {
+					want = p.Site
+				}
+			}
+		}
+		if want == jv.GresSite {
+			continue
+		}
+		g := slurm.GRES{Name: "gpu", Type: want, Count: jv.GPUsPerNode}.String()
+		byGres[g] = append(byGres[g], id)
+		if r.d.Requested == nil {
+			r.d.Requested = map[string]string{}
+		}
+		r.d.Requested[id] = jv.Request.Gres
+	}
+	var out []Action
+	for _, g := range slices.Sorted(maps.Keys(byGres)) {
+		out = append(out, Action{Kind: ActRetype, JobIDs: byGres[g], Gres: g})
+	}
+	return out
 }
 
 // typesByRate lists the snapshot's GPU types on which the job runs, its
@@ -685,9 +780,9 @@ func typesByRate(s *optimizer.Snapshot, jv *JobView, tp optimizer.Throughputs) [
 	return out
 }
 
-// freeNodes is what is left of the snapshot's nodes once the plan so far
-// (d.Plan) and occ hold their GPUs: GPUs from occ, CPUs and memory from the
-// shapes of the jobs in the plan.
+// freeNodes is what is left of the snapshot's nodes (one entry per node
+// and type) once the plan so far (d.Plan) and occ hold their GPUs: GPUs
+// from occ, CPUs and memory from the shapes of the jobs in the plan.
 func freeNodes(s *optimizer.Snapshot, plan *optimizer.Plan, jobs map[string]*optimizer.Job, occ, capacity map[string]int) []optimizer.Node {
 	cpus, mem := map[string]int{}, map[string]int64{}
 	for id, tasks := range plan.Assignments {
@@ -702,7 +797,7 @@ func freeNodes(s *optimizer.Snapshot, plan *optimizer.Plan, jobs map[string]*opt
 	}
 	var out []optimizer.Node
 	for _, n := range s.Nodes {
-		f := capacity[n.Name] - occ[n.Name]
+		f := capacity[slotKey(n.Name, n.Type)] - occ[slotKey(n.Name, n.Type)]
 		c, m := n.CPUs-cpus[n.Name], n.MemMB-mem[n.Name]
 		if f <= 0 || (n.CPUs > 0 && c <= 0) || (n.MemMB > 0 && m <= 0) {
 			continue
@@ -719,9 +814,9 @@ func freeNodes(s *optimizer.Snapshot, plan *optimizer.Plan, jobs map[string]*opt
 }
 
 // fitNodes places the job's request on the free nodes, trying types in
-// order, by the optimizer's one placement rule; it returns the node names,
-// sorted, or nil.
-func fitNodes(j *optimizer.Job, free []optimizer.Node, types []string) []string {
+// order, by the optimizer's one placement rule; it returns the tasks,
+// sorted by node, or nil.
+func fitNodes(j *optimizer.Job, free []optimizer.Node, types []string) []optimizer.Task {
 	if j == nil {
 		return nil
 	}
@@ -729,11 +824,8 @@ func fitNodes(j *optimizer.Job, free []optimizer.Node, types []string) []string 
 	if tasks == nil {
 		return nil
 	}
-	out := make([]string, 0, len(tasks))
-	for _, t := range tasks {
-		out = append(out, t.Node)
-	}
-	sort.Strings(out)
+	out := slices.Clone(tasks)
+	sort.SliceStable(out, func(a, b int) bool { return out[a].Node < out[b].Node })
 	return out
 }
 
@@ -782,16 +874,54 @@ func sameNodes(a, b []string) bool {
 }
 
 func typesOf(nodes []string, nodeType map[string]string) string {
+	tasks := make([]optimizer.Task, len(nodes))
+	for i, n := range nodes {
+		tasks[i] = optimizer.Task{Node: n, Type: nodeType[n]}
+	}
+	return typesOfTasks(tasks)
+}
+
+// typesOfTasks is the GPU types of tasks, "v100" or "k80+v100".
+func typesOfTasks(tasks []optimizer.Task) string {
 	var ts []string
 	seen := map[string]bool{}
-	for _, n := range nodes {
-		if t := nodeType[n]; t != "" && !seen[t] {
-			seen[t] = true
-			ts = append(ts, t)
+	for _, t := range tasks {
+		if t.Type != "" && !seen[t.Type] {
+			seen[t.Type] = true
+			ts = append(ts, t.Type)
 		}
 	}
 	sort.Strings(ts)
 	return strings.Join(ts, "+")
+}
+
+// sameTasks reports whether two placements hold the same nodes and types.
+func sameTasks(a, b []optimizer.Task) bool {
+	key := func(ts []optimizer.Task) []string {
+		out := make([]string, len(ts))
+		for i, t := range ts {
+			out[i] = slotKey(t.Node, t.Type)
+		}
+		return out
+	}
+	return sameNodes(key(a), key(b))
+}
+
+// taskNodes are the nodes of tasks, in order.
+func taskNodes(tasks []optimizer.Task) []string {
+	out := make([]string, len(tasks))
+	for i, t := range tasks {
+		out[i] = t.Node
+	}
+	return out
+}
+
+// tasksPlacement renders tasks as placementString does.
+func tasksPlacement(tasks []optimizer.Task) string {
+	if len(tasks) == 0 {
+		return "-"
+	}
+	return placementString(taskNodes(tasks), tasks[0].GPUs)
 }
 
 func tasksString(tasks []optimizer.Task) string {

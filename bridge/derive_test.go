@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/hadar-sched/hadar/jobproto"
 	"github.com/hadar-sched/hadar/optimizer"
 	"github.com/hadar-sched/hadar/slurm"
 )
@@ -49,7 +50,7 @@ func sJob(id, comment, state string, gpusPerNode, numNodes int, nodes ...string)
 	switch state {
 	case "PD":
 		j.State, j.Reason = "PENDING", "Priority"
-		if IsTagged(comment) {
+		if jobproto.IsTagged(comment) {
 			j.Reason = "JobHeldUser"
 		}
 	case "PDR":
@@ -65,7 +66,7 @@ func testView(jobs []slurm.Job, nodes []slurm.Node, placed map[string]Placed) *V
 	tp := testMatrix()
 	return BuildView(ViewInput{Now: t0, Jobs: jobs, Nodes: nodes,
 		ResolveGPU: func(s string) (string, error) { return s, nil },
-		Models:     NewModelResolver(tp.JobTypes(), nil), Throughput: tp, Placed: placed})
+		Models:     jobproto.NewModelResolver(tp.JobTypes(), nil), Throughput: tp, Placed: placed})
 }
 
 func actionStrings(as []Action) []string {
@@ -113,14 +114,6 @@ func TestDerive(t *testing.T) {
 			kinds: map[string]DecisionKind{"1": DecideKeep},
 		},
 		{
-			name:   "move below the migration penalty: nothing",
-			jobs:   []slurm.Job{sJob("1", tag, "R", 1, 1, "k1")},
-			nodes:  []slurm.Node{sNode("v1", "v100", 4, 0), sNode("k1", "k80", 4, 1)},
-			plan:   plan{"1": {task("v1", "v100", 1)}},
-			params: DeriveParams{MigrationPenalty: 10 * time.Hour},
-			kinds:  map[string]DecisionKind{"1": DecideKeep},
-		},
-		{
 			// 36000 steps: 10 h on k80, 3.3 h on v100: saves 6.7 h > 1 h.
 			name:   "move above the migration penalty: requeuehold, place, start now, release",
 			jobs:   []slurm.Job{sJob("1", tag, "R", 1, 1, "k1")},
@@ -134,6 +127,23 @@ func TestDerive(t *testing.T) {
 				"scontrol release 1",
 			},
 			kinds: map[string]DecisionKind{"1": DecideMigrate},
+		},
+		{
+			// With preemption the policy's move is made as planned, even one
+			// to a slower type: the plan gives v1 to job 2.
+			name:   "preemption on: a move to a slower type is made, and its GPUs go to the job planned there",
+			jobs:   []slurm.Job{sJob("1", tag, "R", 4, 1, "v1"), sJob("2", tag, "PD", 4, 1)},
+			nodes:  []slurm.Node{sNode("v1", "v100", 4, 4), sNode("k1", "k80", 4, 0)},
+			plan:   plan{"1": {task("k1", "k80", 4)}, "2": {task("v1", "v100", 4)}},
+			params: DeriveParams{MigrationPenalty: 10 * time.Hour, Preemption: true},
+			want: []string{
+				"scontrol requeuehold 1",
+				"scontrol update JobId=1 NodeList=k1",
+				"scontrol update JobId=2 NodeList=v1",
+				"scontrol update JobId=1,2 StartTime=now" + placedSuffix,
+				"scontrol release 1,2",
+			},
+			kinds: map[string]DecisionKind{"1": DecideMigrate, "2": DecidePlace},
 		},
 		{
 			name:  "running job the plan drops, preemption off: keeps running",

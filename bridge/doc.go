@@ -16,42 +16,44 @@
 // # Which jobs are hadar's
 //
 // A job is tagged when its comment is exactly "hadar" or starts with
-// "hadar " (IsTagged: the rule of contrib/slurm/job_submit.lua, which holds
+// "hadar " (jobproto.IsTagged: the rule of contrib/slurm/job_submit.lua, which holds
 // tagged jobs at submission with priority 0). The bridge never acts on any
 // other job: the Executor refuses every id that was not tagged in the
 // round's own observation, whatever the action list says.
 //
 // The tag is "hadar" followed by space-separated key=value words
-// (ParseTag): model= (job type of the matrix), steps= (total steps, > 0),
+// (jobproto.ParseTag): model= (job type of the matrix), steps= (total steps, > 0),
 // copies= (HadarE limit, 1..64) and weight= (priority weight, > 0); a value
 // may be double-quoted to hold spaces. model= is compared after
-// NormalizeModel (lower case, letters and digits only, "batchsize" -> "bs"),
+// jobproto.NormalizeModel (lower case, letters and digits only, "batchsize" -> "bs"),
 // so "ResNet-50 (batch size 64)", "resnet50-bs64" and "resnet-50_bs64" all
 // name the same job type; [models] aliases in the config add names
-// (ModelResolver).
+// (jobproto.ModelResolver).
 //
 // A tagged job hadar cannot schedule is passed through: a bad tag, an
-// unknown or missing model (unless default_model is set), no untyped
-// --gres=gpu:N request (no GPUs, --gpus, or a typed gpu:TYPE:N request: the
-// type is hadar's choice), no known throughput on this cluster's GPU
-// types, or a request no node could ever hold. If it is held it is
-// released once, with AdminComment "hadar: <reason>; released to Slurm's
-// scheduler", and logged. It never competes with hadar's placements: it is
-// released last in the round, in its own scontrol release, and only after
-// an await-start has seen every job hadar released (this round or
-// earlier) running, held again or gone; otherwise it stays held for the
-// next round. It is never left held for long: once it has waited
-// launch_timeout (since submission or its last requeue), rounds place,
-// move and stop nothing until it is released, so it is released at the
-// latest in the first round that starts more than 2 x launch_timeout after
-// its submission (a released job starts or is held again within
+// unknown or missing model that neither default_model nor the cross-model
+// prior covers, a GPU request it cannot read (no GPUs, a GPU type hadar
+// does not know, --gpus that do not split evenly over the job's nodes, a
+// --constraint with operators it does not evaluate: request.go), no known
+// throughput on this cluster's GPU types, or a request no node could ever
+// hold. If it is held it is released once, with AdminComment "hadar:
+// <reason>; released to Slurm's scheduler", and logged. It never competes
+// with hadar's placements: it is released last in the round, in its own
+// scontrol release, and only after an await-start has seen every job hadar
+// released (this round or earlier) running, held again or gone; otherwise
+// it stays held for the next round. It is never left held for long: once it
+// has waited launch_timeout (since submission or its last requeue), rounds
+// place, move and stop nothing until it is released, so it is released at
+// the latest in the first round that starts more than 2 x launch_timeout
+// after its submission (a released job starts or is held again within
 // launch_timeout). Fail-open releases it with every other held job at once.
 //
 // # Observe
 //
 // One squeue (slurm.JobQueryArgs) and one scontrol show node
-// (slurm.NodeQueryArgs) per round, never per job; a poll between rounds is
-// one squeue. A round that passes jobs through while jobs hadar released
+// (slurm.NodeQueryArgs) per round, never per job, and once per daemon
+// scontrol --version (slurm.VersionArgs); a poll between rounds is one
+// squeue. A round that passes jobs through while jobs hadar released
 // may be pending adds an await-start: at most 20 squeue, 0.5 s apart
 // (typically one). Jobs are classified (JobClass): waiting (tagged, pending,
 // held), launching (released by hadar, not started; the state database
@@ -59,24 +61,49 @@
 // scheduler has it), running, pinned (suspended, completing, or on a node
 // hadar does not use), pass-through and untagged.
 //
-// Nodes: hadar places work only on schedulable nodes with exactly one GPU
-// type (resolved by [gres] aliases, then profiles.Store.ResolveGPUType); a
-// node with two types is shown but not used (Slurm would pick the type),
-// and drained/down nodes get no new work. A node offers the policy its
+// Nodes: hadar places work only on schedulable nodes whose GPU types
+// resolve ([gres] aliases, then profiles.Store.ResolveGPUType); drained or
+// down nodes get no new work. A node with two or more GPU types depends on
+// the Slurm release, read once (SlurmVersioner: scontrol --version; a
+// Cluster without it, such as slurmsim, counts as 22.05): from 24.11 it is
+// used per type (ViewInput.Retype, NodeView.Pools: one pool per type, each
+// with its own GresUsed figures, listed in the snapshot once per type with
+// the node's CPUs and memory); before 24.11 it is shown but not used (Slurm
+// would choose the type). A node (or pool) offers the policy its
 // configured GPUs minus those allocated to work hadar does not manage
 // (GresUsed minus running hadar jobs; GresUsed also counts --gpus jobs that
 // squeue shows as N/A) minus launching hadar jobs. GPUs of running hadar
 // jobs are the plan's to hand out again; the job's Current says where it is.
+// A running job on a node used per type counts in the pool its Gres names;
+// one whose Gres names none of the node's types (Slurm chose) is pinned.
 //
 // # Enforce
 //
-// Jobs ask for untyped --gres=gpu:N (N per node) and hadar chooses the GPU
-// type by choosing the node, because changing a pending job's GPU type is
-// broken in Slurm 22.05. Derive:
+// hadar chooses a job's GPU type by choosing its node (NodeList), because
+// changing a pending job's GPU type is broken in Slurm 22.05 (the new type
+// is added to the old one). On a node used per type (Slurm 24.11) the
+// NodeList pin alone does not say the type, so Derive also sets it: a
+// retype (scontrol update JobId=a,b Gres=gpu:SITE_TYPE:N, SITE_TYPE in the
+// node's own spelling, one call per distinct value) before the place. Only
+// one-node per-node requests squeue shows (--gres, and on 24.11
+// --gpus-per-node) are retyped (Request.Retypable); every other job is
+// kept off such nodes (Request.Eligible). The user's own request is
+// stored first (State.RememberGresRequests, table gres_requests, kept while
+// the job is in the queue; if it cannot be stored nothing is retyped that
+// round) and every later round reads the job's request from it
+// (ViewInput.Requested), so a type hadar set is never taken for the user's
+// constraint; a job placed again where no type need be named (a migration
+// to a node of one type) gets its user's request back in the same way. A
+// job whose Gres already says what its placement needs gets no retype, so
+// clusters without such nodes never see one. Derive:
 //
-//   - A running job keeps its nodes unless the plan moves it and the
-//     estimated gain (remaining steps at the current rate minus at the new
-//     rate) exceeds migration_penalty; then it migrates: requeuehold ->
+//   - A running job keeps its nodes unless the plan moves it; every planned
+//     move is made, since the plan weighed it: without preemption a
+//     running job moves only when the estimated gain (remaining steps at
+//     the current rate minus at the new rate) exceeds migration_penalty
+//     (optimizer.KeepNoStop, for every policy); hadar weighs its own moves
+//     the same way; a move to a slower type frees GPUs the plan gives to
+//     another job. A move is a migration: requeuehold ->
 //     update NodeList -> StartTime=now -> release. NodeList is never sent
 //     to a running job. A running job the plan drops is stopped (requeuehold)
 //     only with preemption = true; otherwise it keeps running and keeps its
@@ -90,8 +117,12 @@
 //     (running jobs the policy wanted to move were kept), the job's next
 //     fastest free type is used, as the policy's own second pass would;
 //     otherwise the job is deferred (stays held) and the log says why.
-//   - Order of a round: holds, one requeuehold for all moves, one
-//     NodeList update per placed job, one StartTime=now for all of them,
+//   - Order of a round: holds, one requeuehold for all moves, the
+//     retypes (Gres=, one per distinct value), one NodeList update per
+//     placed job, one StartTime=now for all of them, a settle wait of
+//     RequeueSettle (1.1 s) when a moved job's new place shares a node with
+//     its old one (a node used per type: the node's slurmd refuses a launch
+//     in the second of the requeue, "Job credential revoked"),
 //     one release for all of them; then, if jobs are passed through, an
 //     await-start (squeue until every job hadar released is running, held
 //     or gone; the rest of the round is skipped if that does not happen
@@ -119,30 +150,31 @@
 //     requeued on its own (BeginTime without a placement record: a node
 //     failure, a user's plain requeue) or whose nodes are down or drained
 //     is held again and re-placed on live nodes (docs/reliability.md).
-//   - HadarE copies (copies.go, docs/hadare-slurm.md): a job array tagged
+//   - HadarE copies (copies.go, behind copiesOnSlurm; docs/hadare-slurm.md): a job array tagged
 //     copies=K is one copies job (CopyGroup, id: the array id) whose tasks
 //     are its copies: each planned copy is a held task placed on its node
 //     and released; a copy whose GPUs the plan gives to other jobs is
 //     stopped (requeuehold); never two copies of a job on one node, never
 //     more than K (CheckCopies, on every derivation). Every round the
-//     bridge writes spool_dir/copies/<array id>/plan.json for the copies.
+//     bridge writes spool_dir/copies/<array id>/plan.json (jobproto.CopyPlan) for the copies.
 //     A copies tag on a job that is not an array runs as its fastest copy
 //     that holds the whole gang.
 //
 // Execution (Executor): a failed action does not stop the others; later
-// steps of the same job (a place after its failed requeuehold, a release
-// after its failed place) are skipped; nothing is retried within the round:
+// steps of the same job (a retype or place after its failed requeuehold, a
+// place after its failed retype, a release after its failed place) are
+// skipped; nothing is retried within the round:
 // the next round derives the work again from what Slurm then shows.
 // Batched scontrol calls go on past a bad id (observed on 22.05). After
 // slurmctld is found unreachable the rest of the round is skipped.
 //
 // # Progress
 //
-// A job reports its total steps done with WriteProgress (what `hadar
+// A job reports its total steps done with jobproto.WriteReport (what `hadar
 // report --steps N` calls): spool_dir/progress/<jobid>.json, written
 // atomically. spool_dir must be on a filesystem the compute nodes share;
 // its progress directory is mode 1777 (sticky) so every job can report and
-// none can replace another user's report. ReadProgress skips symlinks,
+// none can replace another user's report. jobproto.ReadProgress skips symlinks,
 // large or malformed files without echoing them; the bridge trusts a report
 // only if the file belongs to the job's user (or root). A report replaces
 // the estimate; two reports on an unchanged single-type placement give a
@@ -156,11 +188,13 @@
 //
 // state.db (SQLite, 0600, in data_dir, separate from the throughput
 // database) holds rounds, decisions, actions, where released jobs were
-// placed, progress and learned samples (State). On start the bridge
-// continues the round numbering and rebuilds everything else from Slurm: a
-// missing database loses history and estimates, never jobs. A file that is
-// not SQLite or fails PRAGMA quick_check is moved to
-// state.db.corrupt-<time> and replaced, with an error in the log.
+// placed, progress and learned samples, and the users' own GPU requests of
+// the jobs it retyped (internal/statedb). On start the bridge continues the round
+// numbering and rebuilds everything else from Slurm: a missing database
+// loses history and estimates, never jobs (a job hadar retyped then reads
+// as a request for that type until it ends). A file that is not SQLite or
+// fails PRAGMA quick_check is moved to state.db.corrupt-<time> and
+// replaced, with an error in the log.
 //
 // # Loop and failure
 //

@@ -174,9 +174,11 @@ func (e *Executor) send(ctx context.Context, batch []ActionResult) {
 	wg.Wait()
 }
 
-// dependent kinds need the job's earlier steps of the round to have worked.
+// dependent kinds need the job's earlier steps of the round to have worked:
+// a job whose retype failed is not placed (Slurm would choose its type on
+// the node, or keep the type hadar set before).
 func dependent(k ActionKind) bool {
-	return k == ActPlace || k == ActStartNow || k == ActRelease
+	return k == ActRetype || k == ActPlace || k == ActStartNow || k == ActRelease || k == ActSettle
 }
 
 func (e *Executor) run(ctx context.Context, a Action, ids []string) error {
@@ -188,6 +190,8 @@ func (e *Executor) run(ctx context.Context, a Action, ids []string) error {
 		return c.Hold(ctx, ids...)
 	case ActRequeueHold:
 		return c.RequeueHold(ctx, ids...)
+	case ActRetype:
+		return c.UpdateJobs(ctx, ids, "Gres="+a.Gres)
 	case ActPlace:
 		if len(ids) != 1 {
 			return fmt.Errorf("place: one job per call, got %d", len(ids))
@@ -202,6 +206,13 @@ func (e *Executor) run(ctx context.Context, a Action, ids []string) error {
 		return c.Release(ctx, ids...)
 	case ActAwaitStart:
 		return e.awaitStart(ctx, ids)
+	case ActSettle:
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-e.clock().After(RequeueSettle):
+			return nil
+		}
 	}
 	return fmt.Errorf("unknown action kind %q", a.Kind)
 }
@@ -217,10 +228,7 @@ func (e *Executor) awaitStart(ctx context.Context, ids []string) error {
 	if tries <= 0 {
 		tries = DefaultAwaitTries
 	}
-	clock := e.Clock
-	if clock == nil {
-		clock = SystemClock{}
-	}
+	clock := e.clock()
 	var pending []string
 	for range tries {
 		select {
@@ -238,6 +246,13 @@ func (e *Executor) awaitStart(ctx context.Context, ids []string) error {
 		}
 	}
 	return fmt.Errorf("%w after %s: %v", ErrStillPending, time.Duration(tries)*interval, pending)
+}
+
+func (e *Executor) clock() Clock {
+	if e.Clock == nil {
+		return SystemClock{}
+	}
+	return e.Clock
 }
 
 // stillPending returns the ids that are pending and not held in jobs.

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hadar-sched/hadar/jobproto"
 	"github.com/hadar-sched/hadar/slurm"
 )
 
@@ -31,26 +32,59 @@ type fakeCluster struct {
 	// noAutoStart leaves released jobs pending (for launch timeouts).
 	noAutoStart bool
 	nextID      int
+	// retypeReplaces: scontrol update Gres= on a pending job replaces its
+	// GPU request, as in Slurm 24.11. Otherwise a new type is
+	// added to the old one and the job cannot start, as measured on 22.05.
+	// The harness serves a fake with it set as fake2411.
+	retypeReplaces bool
+}
+
+// fake2411 is the fake as Slurm 24.11: it says its version (the bridge
+// then uses nodes with several GPU types per type) and replaces a pending
+// job's GPU type on Gres=.
+type fake2411 struct{ *fakeCluster }
+
+func (f fake2411) SlurmVersion(ctx context.Context) (slurm.Version, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record("SlurmVersion"); err != nil {
+		return slurm.Version{}, err
+	}
+	return slurm.Version{Major: 24, Minor: 11, Micro: 5, Raw: "24.11.5"}, nil
 }
 
 type fakeNode struct {
-	name     string
-	gtype    string
-	gpus     int
+	name  string
+	gtype string
+	gpus  int
+	// pools are the GPUs by type of a node with several types (gtype and
+	// gpus are then the first type's).
+	pools    []fakePool
 	state    string
 	features []string
 	cpus     int   // 0: not reported
 	mem      int64 // MB; 0: not reported
 }
 
+type fakePool struct {
+	site string
+	gpus int
+}
+
 type fakeJob struct {
-	id       string
-	user     string
-	comment  string
-	state    string
-	reason   string
-	gpus     int // per node
-	typed    string
+	id      string
+	user    string
+	comment string
+	state   string
+	reason  string
+	gpus    int // per node
+	typed   string
+	// got is the GPU type the job got on a node with several types (its
+	// typed request, or the one Slurm chose).
+	got string
+	// badGres: a Gres update added a second type (22.05): Slurm cannot
+	// start the job.
+	badGres  bool
 	numNodes int
 	reqNodes []string
 	nodes    []string
@@ -76,11 +110,19 @@ type fakeJob struct {
 func newFakeCluster(nodes ...string) *fakeCluster {
 	f := &fakeCluster{jobs: map[string]*fakeJob{}, fail: map[string]error{}, failJob: map[string]map[string]error{}, nextID: 100}
 	for _, spec := range nodes {
-		// "node1:v100:4"
+		// "node1:v100:4", or "mix1:v100:2:k80:2" for several types
 		p := strings.Split(spec, ":")
-		var n int
-		fmt.Sscan(p[2], &n)
-		f.nodes = append(f.nodes, &fakeNode{name: p[0], gtype: p[1], gpus: n, state: "IDLE"})
+		node := &fakeNode{name: p[0], state: "IDLE"}
+		for i := 1; i+1 < len(p); i += 2 {
+			var n int
+			fmt.Sscan(p[i+1], &n)
+			node.pools = append(node.pools, fakePool{site: p[i], gpus: n})
+		}
+		node.gtype, node.gpus = node.pools[0].site, node.pools[0].gpus
+		if len(node.pools) == 1 {
+			node.pools = nil
+		}
+		f.nodes = append(f.nodes, node)
 	}
 	return f
 }
@@ -93,7 +135,7 @@ func (f *fakeCluster) submit(comment string, gpus, numNodes int, at time.Time) s
 	id := fmt.Sprint(f.nextID)
 	j := &fakeJob{id: id, user: "alice", comment: comment, state: "PENDING", reason: "Priority",
 		gpus: gpus, numNodes: max(numNodes, 1), submit: at}
-	if IsTagged(comment) {
+	if jobproto.IsTagged(comment) {
 		j.held, j.reason = true, "JobHeldUser"
 	}
 	f.jobs[id] = j
@@ -121,9 +163,15 @@ func (f *fakeCluster) finish(id string) {
 }
 
 func (f *fakeCluster) used(node string) int {
+	return f.usedOf(node, "")
+}
+
+// usedOf is the GPUs running jobs hold on node, of site type site ("":
+// any).
+func (f *fakeCluster) usedOf(node, site string) int {
 	n := 0
 	for _, j := range f.jobs {
-		if j.state == "RUNNING" {
+		if j.state == "RUNNING" && (site == "" || j.got == site) {
 			for _, x := range j.nodes {
 				if x == node {
 					n += j.gpus
@@ -132,6 +180,34 @@ func (f *fakeCluster) used(node string) int {
 		}
 	}
 	return n
+}
+
+// room says whether node n has j's GPUs free, and of which type (on a
+// node with several types: the typed request's, or the first that fits,
+// as Slurm chooses).
+func (f *fakeCluster) room(j *fakeJob, n *fakeNode) (string, bool) {
+	if n.pools == nil {
+		return n.gtype, n.gpus-f.used(n.name) >= j.gpus
+	}
+	for _, p := range n.pools {
+		if (j.typed == "" || j.typed == p.site) && p.gpus-f.usedOf(n.name, p.site) >= j.gpus {
+			return p.site, true
+		}
+	}
+	return "", false
+}
+
+// hasType says whether node n has GPUs of site type t.
+func (n *fakeNode) hasType(t string) bool {
+	if n.pools == nil {
+		return n.gtype == t
+	}
+	for _, p := range n.pools {
+		if p.site == t {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *fakeCluster) node(name string) *fakeNode {
@@ -149,6 +225,10 @@ func (f *fakeCluster) schedule(j *fakeJob) {
 	if f.noAutoStart || j.held || j.state != "PENDING" {
 		return
 	}
+	if j.badGres {
+		j.reason = "BadConstraints"
+		return
+	}
 	cands := j.reqNodes
 	if len(cands) == 0 {
 		for _, n := range f.nodes {
@@ -156,6 +236,7 @@ func (f *fakeCluster) schedule(j *fakeJob) {
 		}
 	}
 	var pick []string
+	got := ""
 	for _, name := range cands {
 		n := f.node(name)
 		if n != nil && !f.allows(j, n) {
@@ -166,9 +247,13 @@ func (f *fakeCluster) schedule(j *fakeJob) {
 			}
 			continue
 		}
-		if n != nil && n.gpus-f.used(name) >= j.gpus && f.cpusFree(n) >= j.cpus && f.memFree(n) >= j.mem &&
+		if n == nil {
+			continue
+		}
+		if t, ok := f.room(j, n); ok && f.cpusFree(n) >= j.cpus && f.memFree(n) >= j.mem &&
 			!strings.Contains(n.state, "DRAIN") && !strings.Contains(n.state, "DOWN") {
 			pick = append(pick, name)
+			got = t
 		}
 		if len(pick) == j.numNodes {
 			break
@@ -178,7 +263,7 @@ func (f *fakeCluster) schedule(j *fakeJob) {
 		j.reason = "Resources"
 		return
 	}
-	j.state, j.reason, j.nodes = "RUNNING", "None", pick
+	j.state, j.reason, j.nodes, j.got = "RUNNING", "None", pick, got
 }
 
 // allows is Slurm's check of a job's own limits against a node.
@@ -193,7 +278,7 @@ func (f *fakeCluster) allows(j *fakeJob, n *fakeNode) bool {
 	if j.features != "" && !slices.Contains(n.features, j.features) {
 		return false
 	}
-	if j.typed != "" && j.typed != n.gtype {
+	if j.typed != "" && !n.hasType(j.typed) {
 		return false
 	}
 	return (n.cpus == 0 || n.cpus >= j.cpus) && (n.mem == 0 || n.mem >= j.mem)
@@ -315,6 +400,14 @@ func (f *fakeCluster) Nodes(ctx context.Context) ([]slurm.Node, error) {
 			Gres:       []slurm.GRES{{Name: "gpu", Type: n.gtype, Count: n.gpus}},
 			GresUsed:   []slurm.GRES{{Name: "gpu", Type: n.gtype, Count: f.used(n.name)}},
 			Partitions: []string{"gpu"}, Features: n.features, CPUTot: n.cpus, RealMemory: n.mem}
+		if n.pools != nil {
+			// GresUsed per type: gpu:v100:2(IDX:0-1),gpu:k80:0(IDX:N/A)
+			sn.Gres, sn.GresUsed = nil, nil
+			for _, p := range n.pools {
+				sn.Gres = append(sn.Gres, slurm.GRES{Name: "gpu", Type: p.site, Count: p.gpus})
+				sn.GresUsed = append(sn.GresUsed, slurm.GRES{Name: "gpu", Type: p.site, Count: f.usedOf(n.name, p.site)})
+			}
+		}
 		if n.cpus > 0 {
 			sn.CPUAlloc = n.cpus - f.cpusFree(n)
 		}
@@ -377,6 +470,21 @@ func (f *fakeCluster) UpdateJobs(ctx context.Context, ids []string, kv ...string
 		for _, x := range kv {
 			if v, ok := strings.CutPrefix(x, "AdminComment="); ok {
 				j.admin = v
+			}
+			if v, ok := strings.CutPrefix(x, "Gres="); ok {
+				if j.state != "PENDING" {
+					return slurm.ErrJobNotPending
+				}
+				g, err := slurm.ParseGRES(v)
+				if err != nil || len(g) != 1 {
+					return fmt.Errorf("fake: Gres=%q: %w", v, slurm.ErrBadArgument)
+				}
+				if !f.retypeReplaces && g[0].Type != j.typed {
+					// 22.05: the new type is added to the old one.
+					j.badGres = true
+					continue
+				}
+				j.typed, j.gpus = g[0].Type, g[0].Count
 			}
 		}
 		return nil

@@ -2,16 +2,13 @@ package bridge
 
 import (
 	"context"
-	"database/sql"
-	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hadar-sched/hadar/internal/statedb"
 	"github.com/hadar-sched/hadar/slurm"
 )
 
@@ -93,7 +90,7 @@ func TestRecordHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	hist, err := OpenHistory(ctx, filepath.Join(h.dataDir, StateFile))
+	hist, err := statedb.OpenHistory(ctx, filepath.Join(h.dataDir, statedb.File))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +140,7 @@ func TestRecordHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byJob := map[string][]JobSpan{}
+	byJob := map[string][]statedb.JobSpan{}
 	for _, s := range spans {
 		byJob[s.JobID] = append(byJob[s.JobID], s)
 	}
@@ -174,73 +171,6 @@ func TestRecordHistory(t *testing.T) {
 	}
 }
 
-// A database of a hadar-slurmd without the history tables still reads.
-func TestHistoryOldSchema(t *testing.T) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "state.db")
-	db, err := sql.Open("sqlite3", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(stateMigrations[0]); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(`INSERT INTO rounds (number, started_at, policy) VALUES (1, ?, 'hadar')`, fmtTime(t0)); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
-	h, err := OpenHistory(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	if h.HasHistory() {
-		t.Error("HasHistory on an old schema")
-	}
-	r, err := h.Rounds(ctx, time.Time{})
-	if err != nil || len(r) != 1 || !r[0].Started.Equal(t0) {
-		t.Errorf("rounds %+v %v", r, err)
-	}
-	if g, err := h.GPUs(ctx, time.Time{}); g != nil || err != nil {
-		t.Errorf("GPUs on an old schema: %v %v", g, err)
-	}
-	if _, err := OpenHistory(ctx, filepath.Join(t.TempDir(), "missing.db")); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("missing database: %v", err)
-	}
-	other := filepath.Join(t.TempDir(), "other.db")
-	db, _ = sql.Open("sqlite3", other)
-	db.Exec(`CREATE TABLE x (a)`)
-	db.Close()
-	if _, err := OpenHistory(ctx, other); err == nil || !strings.Contains(err.Error(), "not a hadar-slurmd state database") {
-		t.Errorf("other database: %v", err)
-	}
-}
-
-// OpenHistory never writes: the file is unchanged, even read-only.
-func TestHistoryReadOnly(t *testing.T) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "state.db")
-	st, _, err := OpenState(ctx, path, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.WriteRound(ctx, RoundWrite{Round: RoundRecord{Number: 1, Started: t0, Policy: "hadar"}}); err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
-	if err := os.Chmod(path, 0o400); err != nil {
-		t.Fatal(err)
-	}
-	h, err := OpenHistory(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	if r, err := h.Rounds(ctx, time.Time{}); err != nil || len(r) != 1 {
-		t.Errorf("rounds %v %v", r, err)
-	}
-}
-
 // TestHistorySamplesAfterPlacement: the GPU sample of a round counts what
 // the round placed, not only what it observed before placing.
 func TestHistorySamplesAfterPlacement(t *testing.T) {
@@ -249,7 +179,7 @@ func TestHistorySamplesAfterPlacement(t *testing.T) {
 	b := h.bridge()
 	h.cycle(b)
 	ctx := context.Background()
-	hist, err := OpenHistory(ctx, filepath.Join(h.dataDir, StateFile))
+	hist, err := statedb.OpenHistory(ctx, filepath.Join(h.dataDir, statedb.File))
 	if err != nil {
 		t.Fatal(err)
 	}

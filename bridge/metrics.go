@@ -123,18 +123,21 @@ func (m *Metrics) observeRound(r RoundReport, err error) {
 			if !n.Usable {
 				continue
 			}
-			others := max(0, n.Used-n.Hadar)
-			g[key{n.Type, "others"}] += others
-			g[key{n.Type, "hadar"}] += n.Hadar + n.Reserved
-			idle := max(0, n.Total-others-n.Hadar-n.Reserved)
-			_, cpus := n.AvailableCPUs()
-			_, mem := n.AvailableMem()
-			if cpus && mem {
-				g[key{n.Type, "free"}] += idle
-				g[key{n.Type, "blocked"}] += 0
-			} else {
-				g[key{n.Type, "blocked"}] += idle
-				g[key{n.Type, "free"}] += 0
+			// A node used per GPU type counts under each of its types.
+			for _, p := range n.TypePools() {
+				others := max(0, p.Used-p.Hadar)
+				g[key{p.Type, "others"}] += others
+				g[key{p.Type, "hadar"}] += p.Hadar + p.Reserved
+				idle := max(0, p.Total-others-p.Hadar-p.Reserved)
+				_, cpus := n.AvailableCPUs()
+				_, mem := n.AvailableMem()
+				if cpus && mem {
+					g[key{p.Type, "free"}] += idle
+					g[key{p.Type, "blocked"}] += 0
+				} else {
+					g[key{p.Type, "blocked"}] += idle
+					g[key{p.Type, "free"}] += 0
+				}
 			}
 		}
 		for k, v := range g {

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hadar-sched/hadar/jobproto"
 	"github.com/hadar-sched/hadar/slurm"
 )
 
@@ -85,14 +86,14 @@ func TestMetricsAfterRounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Two progress reports on an unchanged placement: a learned sample.
-	if err := WriteProgress(h.cfg.SpoolDir, tagged[0], 100, t0.Add(30*time.Second)); err != nil {
+	if err := jobproto.WriteProgress(h.cfg.SpoolDir, tagged[0], 100, t0.Add(30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	h.clock.advance(time.Minute)
 	if _, err := b.Cycle(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteProgress(h.cfg.SpoolDir, tagged[0], 400, t0.Add(90*time.Second)); err != nil {
+	if err := jobproto.WriteProgress(h.cfg.SpoolDir, tagged[0], 400, t0.Add(90*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	h.clock.advance(time.Minute)

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/hadar-sched/hadar/config"
 	"github.com/hadar-sched/hadar/optimizer"
 	"github.com/hadar-sched/hadar/slurm"
 )
@@ -328,7 +329,7 @@ func TestPassThroughReleasedWithinBound(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, func(c *Config) { c.LaunchTimeout = Duration{launchTimeout} })
+			h := newHarness(t, func(c *config.Config) { c.LaunchTimeout = config.Duration{Duration: launchTimeout} })
 			h.fc.noAutoStart = tt.stuck
 			pass := h.fc.submit("hadar model=nope steps=0", 1, 1, t0)
 			b := h.bridge()

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hadar-sched/hadar/config"
+	"github.com/hadar-sched/hadar/internal/statedb"
 	"github.com/hadar-sched/hadar/slurm"
 )
 
@@ -246,7 +248,7 @@ func isValidUTF8(s string) bool { return strings.ToValidUTF8(s, "") == s }
 // next round places and releases it, and fail-open releases it. Before the
 // fix it was taken for a job released to Slurm and stayed held forever.
 func TestMigrationCutShortIsResumed(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.MigrationPenalty = Duration{time.Second} })
+	h := newHarness(t, func(c *config.Config) { c.MigrationPenalty = config.Duration{Duration: time.Second} })
 	id := h.fc.submit("hadar model=resnet50-bs64 steps=5000000", 1, 1, t0)
 	h.fc.mu.Lock()
 	j := h.fc.jobs[id]
@@ -352,11 +354,11 @@ func TestPartlySkippedActionIsRecordedAsPartial(t *testing.T) {
 	h.fc.failJob["PlaceOnNodes"] = map[string]error{ids[1]: fmt.Errorf("scontrol: %w", slurm.ErrInvalidNodeName)}
 	b := h.bridge()
 	h.cycle(b)
-	rows, err := b.State().Actions(context.Background())
+	rows, err := b.State().Actions(context.Background(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rel *ActionRow
+	var rel *statedb.Action
 	for i := range rows {
 		if rows[i].Kind == string(ActRelease) {
 			rel = &rows[i]

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/hadar-sched/hadar/jobproto"
 	"github.com/hadar-sched/hadar/optimizer"
 	"github.com/hadar-sched/hadar/slurm"
 )
@@ -28,6 +29,17 @@ type Request struct {
 	// Form says how the job asked for GPUs ("--gres=gpu:2", "--gpus=2",
 	// ...), for messages.
 	Form string
+	// Gres is a --gres request as the user submitted it ("gpu:2",
+	// "gpu:v100:1"; "" for other forms), and Site its GPU type in the
+	// site's words ("" untyped): what hadar sets back when a job it
+	// retyped is placed where no type needs to be named.
+	Gres, Site string
+	// Retypable: hadar may set the job's GPU type (scontrol update
+	// Gres=gpu:TYPE:N) to place it on a node used per type: a one-node,
+	// GPU-only per-node request that squeue shows (--gres; on 24.11 also
+	// --gpus-per-node, the same TresPerNode field) on a Slurm that
+	// replaces the type (ViewInput.Retype).
+	Retypable bool
 }
 
 // Shape is the request as the optimizer's input.
@@ -112,11 +124,27 @@ func featureMatch(expr string, features map[string]bool) (match, ok bool) {
 
 // readRequest builds a tagged job's Request from squeue's row and, when
 // scontrol gave one, its detail. It returns why hadar cannot read it.
+//
+// A job whose Gres hadar rewrote (ViewInput.Requested) is read from what
+// its user asked for, so that a type hadar set is never taken for the
+// user's constraint.
 func (v *View) readRequest(j *slurm.Job, d *slurm.JobDetail, jv *JobView, in ViewInput, nodes []slurm.Node) (Request, string) {
 	r := Request{NumNodes: jv.NumNodes}
+	jv.GresSite = gresSite(j.Gres)
+	if asked, ok := in.Requested[jv.ID]; ok {
+		if g, err := slurm.ParseGRES(asked); err == nil && len(g) > 0 {
+			own := *j
+			own.Gres = g
+			j = &own
+		}
+	}
 	perNode, site, form, err := gpuRequest(j, d, r.NumNodes)
 	if err != nil {
 		return r, err.Error()
+	}
+	if strings.HasPrefix(form, "--gres=") && len(j.Gres) == 1 {
+		r.Gres, r.Site = j.Gres[0].String(), site
+		r.Retypable = in.Retype && r.NumNodes == 1
 	}
 	if perNode <= 0 {
 		if d == nil && strings.EqualFold(strings.TrimSpace(j.GresRaw), "N/A") {
@@ -144,7 +172,7 @@ func (v *View) readRequest(j *slurm.Job, d *slurm.JobDetail, jv *JobView, in Vie
 	if d.ExcNodeList != "" {
 		names, err := slurm.ExpandHostlist(d.ExcNodeList)
 		if err != nil {
-			return r, fmt.Sprintf("its --exclude list %q cannot be read", clip(d.ExcNodeList))
+			return r, fmt.Sprintf("its --exclude list %q cannot be read", jobproto.Clip(d.ExcNodeList))
 		}
 		for _, n := range names {
 			excluded[n] = true
@@ -177,7 +205,7 @@ func (v *View) readRequest(j *slurm.Job, d *slurm.JobDetail, jv *JobView, in Vie
 			}
 			match, ok := featureMatch(d.Features, have)
 			if !ok {
-				return r, fmt.Sprintf("its --constraint %q uses operators hadar does not evaluate (only & and |)", clip(d.Features))
+				return r, fmt.Sprintf("its --constraint %q uses operators hadar does not evaluate (only & and |)", jobproto.Clip(d.Features))
 			}
 			if !match {
 				continue
@@ -186,6 +214,44 @@ func (v *View) readRequest(j *slurm.Job, d *slurm.JobDetail, jv *JobView, in Vie
 		r.Eligible[n.Name] = true
 	}
 	return r, ""
+}
+
+// gresSite is the GPU type a Gres list names ("" for untyped or none).
+func gresSite(gs []slurm.GRES) string {
+	for _, g := range gs {
+		if g.Name == "gpu" && g.Count > 0 {
+			return g.Type
+		}
+	}
+	return ""
+}
+
+// keepOffPools rules the nodes used per type out for a job hadar may not
+// retype: Slurm, not hadar, would choose its GPU type there.
+func (v *View) keepOffPools(r Request) Request {
+	if r.Retypable {
+		return r
+	}
+	var pooled []string
+	for _, n := range v.Nodes {
+		if n.Pools != nil {
+			pooled = append(pooled, n.Name)
+		}
+	}
+	if len(pooled) == 0 {
+		return r
+	}
+	eligible := map[string]bool{}
+	for _, n := range v.Nodes {
+		if r.Eligible == nil || r.Eligible[n.Name] {
+			eligible[n.Name] = true
+		}
+	}
+	for _, n := range pooled {
+		delete(eligible, n)
+	}
+	r.Eligible = eligible
+	return r
 }
 
 func anyIn(xs []string, set map[string]bool) bool {
@@ -204,10 +270,12 @@ func anyIn(xs []string, set map[string]bool) bool {
 func (v *View) liveNodes() []optimizer.Node {
 	var out []optimizer.Node
 	for _, n := range v.Nodes {
-		if n.Type == "" || !(n.Usable || n.Transient) {
+		if !(n.Usable || n.Transient) {
 			continue
 		}
-		out = append(out, optimizer.Node{Name: n.Name, Type: n.Type, GPUs: n.Total, CPUs: n.CPUTot, MemMB: n.MemTot})
+		for _, p := range n.TypePools() {
+			out = append(out, optimizer.Node{Name: n.Name, Type: p.Type, GPUs: p.Total, CPUs: n.CPUTot, MemMB: n.MemTot})
+		}
 	}
 	return out
 }

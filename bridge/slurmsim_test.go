@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/hadar-sched/hadar/config"
 	"github.com/hadar-sched/hadar/slurm/slurmsim"
 )
 
@@ -23,10 +24,10 @@ func TestMigrationOnSimulatedSlurm(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dir := t.TempDir()
-	cfg := DefaultConfig()
+	cfg := config.Default()
 	cfg.DataDir, cfg.SpoolDir, cfg.Metrics.Listen = filepath.Join(dir, "data"), filepath.Join(dir, "spool"), ""
-	cfg.Round, cfg.PollInterval, cfg.MinRoundGap = Duration{Duration: time.Minute}, Duration{Duration: 5 * time.Second}, Duration{Duration: 2 * time.Second}
-	cfg.MigrationPenalty = Duration{Duration: 30 * time.Second}
+	cfg.Round, cfg.PollInterval, cfg.MinRoundGap = config.Duration{Duration: time.Minute}, config.Duration{Duration: 5 * time.Second}, config.Duration{Duration: 2 * time.Second}
+	cfg.MigrationPenalty = config.Duration{Duration: 30 * time.Second}
 	store := &countingStore{Store: openStore(t)}
 	tp, err := store.Throughputs(ctx)
 	if err != nil {

@@ -1,34 +1,17 @@
 package bridge
 
 import (
+	"github.com/hadar-sched/hadar/internal/statedb"
 	"sort"
 	"time"
 
+	"github.com/hadar-sched/hadar/jobproto"
 	"github.com/hadar-sched/hadar/optimizer"
 )
 
 // JobProgress is what the bridge knows of a job's work, kept in the state
-// database across rounds and restarts.
-type JobProgress struct {
-	JobID string
-	// Done is the steps done so far: the latest report, plus an estimate
-	// (matrix rate x run time) since then, or only the estimate for a job
-	// that never reported.
-	Done float64
-	// Reported is true once the job has reported progress.
-	Reported bool
-	// ReportedSteps/ReportedAt are the latest report taken into account;
-	// ReportedPlacement is where the job ran when it reported.
-	ReportedSteps     float64
-	ReportedAt        time.Time
-	ReportedPlacement string
-	// EstimatedAt is when Done was last advanced.
-	EstimatedAt time.Time
-	// Attained is the GPU-seconds the job has received so far.
-	Attained float64
-	// Executed is the run time the job has had so far, in seconds.
-	Executed float64
-}
+// database across rounds and restarts (fields: statedb.JobProgress).
+type JobProgress = statedb.JobProgress
 
 // SnapshotParams tune BuildSnapshot.
 type SnapshotParams struct {
@@ -39,26 +22,28 @@ type SnapshotParams struct {
 	// Preemption is the site's setting: without it no running job may be
 	// stopped (optimizer.Job.NoStop), only moved.
 	Preemption bool
+	// MidRound marks a round the daemon runs early, within the last full
+	// round (optimizer.Snapshot.MidRound).
+	MidRound bool
 }
 
 // BuildSnapshot turns a view into the optimizer's input: one Node per
-// usable node with the GPUs available to hadar, one Job per waiting or
-// running tagged job. It is pure.
+// usable node and GPU type (a node used per type, NodeView.Pools, is
+// listed once per type, with the node's CPUs and memory on each entry)
+// with the GPUs available to hadar, one Job per waiting or running tagged
+// job. It is pure.
 func BuildSnapshot(v *View, tp optimizer.Throughputs, progress map[string]JobProgress, p SnapshotParams) *optimizer.Snapshot {
-	s := &optimizer.Snapshot{Now: v.Now, Round: p.Round, Throughput: tp}
+	s := &optimizer.Snapshot{Now: v.Now, Round: p.Round, Throughput: tp, MidRound: p.MidRound}
 	for _, n := range v.Nodes {
 		cpus, cpuLeft := n.AvailableCPUs()
 		mem, memLeft := n.AvailableMem()
-		if a := n.Available(); a > 0 && cpuLeft && memLeft {
-			s.Nodes = append(s.Nodes, optimizer.Node{Name: n.Name, Type: n.Type, GPUs: a, CPUs: cpus, MemMB: mem})
+		for _, p := range n.TypePools() {
+			if a := n.AvailableOf(p); a > 0 && cpuLeft && memLeft {
+				s.Nodes = append(s.Nodes, optimizer.Node{Name: n.Name, Type: p.Type, GPUs: a, CPUs: cpus, MemMB: mem})
+			}
 		}
 	}
-	types := map[string]bool{}
-	for _, n := range v.Nodes {
-		if n.Usable {
-			types[n.Type] = true
-		}
-	}
+	capacity := usableCapacity(v)
 	for _, jv := range v.Jobs {
 		if (jv.Class != ClassWaiting && jv.Class != ClassRunning) || jv.CopyOf != "" {
 			continue // copies enter as their job, below
@@ -66,7 +51,7 @@ func BuildSnapshot(v *View, tp optimizer.Throughputs, progress map[string]JobPro
 		pr := progress[jv.ID]
 		total := jv.Tag.Steps
 		if total <= 0 {
-			total = bestRate(tp, jv.Model, jv.Workers, types) * estimatedDuration(jv, p.DefaultDuration).Seconds()
+			total = tp.BestRate(jv.Model, jv.Workers, capacity) * estimatedDuration(jv, p.DefaultDuration).Seconds()
 		}
 		remaining := total - pr.Done
 		if floor := 0.05 * total; remaining < floor {
@@ -93,7 +78,7 @@ func BuildSnapshot(v *View, tp optimizer.Throughputs, progress map[string]JobPro
 		}
 		s.Jobs = append(s.Jobs, j)
 	}
-	s.Jobs = append(s.Jobs, copySnapshotJobs(v, tp, progress, p)...)
+	s.Jobs = append(s.Jobs, hadarE.snapshotJobs(v, tp, progress, p)...)
 	sort.SliceStable(s.Jobs, func(a, b int) bool { return s.Jobs[a].ID < s.Jobs[b].ID })
 	return s
 }
@@ -116,21 +101,25 @@ func estimatedDuration(jv *JobView, fallback time.Duration) time.Duration {
 func currentTasks(v *View, jv *JobView) []optimizer.Task {
 	var out []optimizer.Task
 	for _, name := range jv.Nodes {
-		n := v.Node(name)
-		if n == nil {
+		if v.Node(name) == nil {
 			continue
 		}
-		out = append(out, optimizer.Task{Node: name, Type: n.Type, GPUs: jv.GPUsPerNode})
+		out = append(out, optimizer.Task{Node: name, Type: v.typeOn(jv, name), GPUs: jv.GPUsPerNode})
 	}
 	return out
 }
 
-func bestRate(tp optimizer.Throughputs, model string, workers int, types map[string]bool) float64 {
-	best := 0.0
-	for t := range types {
-		best = max(best, tp.Rate(model, t, workers))
+// usableCapacity is the GPUs per type of the nodes hadar places work on.
+func usableCapacity(v *View) map[string]int {
+	capacity := map[string]int{}
+	for _, n := range v.Nodes {
+		if n.Usable {
+			for _, p := range n.TypePools() {
+				capacity[p.Type] += p.Total
+			}
+		}
 	}
-	return best
+	return capacity
 }
 
 // advanceProgress updates a job's progress for one round: a new report
@@ -139,7 +128,7 @@ func bestRate(tp optimizer.Throughputs, model string, workers int, types map[str
 // the time since the last update. It returns the updated progress and, when
 // the new report allows it, a learned-throughput sample (steps over seconds
 // on one GPU type, with the placement unchanged since the previous report).
-func advanceProgress(pr JobProgress, jv *JobView, gpuType string, rate float64, rep *Progress, now time.Time) (JobProgress, *sample) {
+func advanceProgress(pr JobProgress, jv *JobView, gpuType string, rate float64, rep *jobproto.Progress, now time.Time) (JobProgress, *sample) {
 	pr.JobID = jv.ID
 	running := jv.Class == ClassRunning || (jv.Class == ClassPinned && jv.State == "RUNNING")
 	placement := placementString(jv.Nodes, jv.GPUsPerNode)

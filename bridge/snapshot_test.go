@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/hadar-sched/hadar/jobproto"
 	"github.com/hadar-sched/hadar/optimizer"
 	"github.com/hadar-sched/hadar/profiles"
 	"github.com/hadar-sched/hadar/slurm"
@@ -84,7 +85,7 @@ func viewFromFixtures(t *testing.T, c *slurm.Client, st *profiles.Store, default
 	v := BuildView(ViewInput{
 		Now: time.Date(2026, 11, 29, 15, 0, 0, 0, time.Local), Jobs: jobs, Nodes: nodes,
 		ResolveGPU:   func(s string) (string, error) { return st.ResolveGPUType(ctx, s) },
-		Models:       NewModelResolver(tp.JobTypes(), aliases),
+		Models:       jobproto.NewModelResolver(tp.JobTypes(), aliases),
 		DefaultModel: defaultModel, Throughput: tp,
 	})
 	return v, tp

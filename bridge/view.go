@@ -3,10 +3,14 @@ package bridge
 import (
 	"errors"
 	"fmt"
+	"github.com/hadar-sched/hadar/internal/statedb"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/hadar-sched/hadar/jobproto"
 	"github.com/hadar-sched/hadar/optimizer"
 	"github.com/hadar-sched/hadar/slurm"
 )
@@ -62,7 +66,7 @@ type JobView struct {
 	Reason string
 	// Tagged is true when the comment is a hadar tag (IsTagged).
 	Tagged bool
-	Tag    Tag
+	Tag    jobproto.Tag
 	// Model is the resolved job type (a row of the matrix).
 	Model string
 	// Problem is why a tagged job is passed through to Slurm ("" if none).
@@ -98,6 +102,10 @@ type JobView struct {
 	CopyOf string
 	// Request is the tagged job's whole request (request.go).
 	Request Request
+	// GresSite is the GPU type its Gres names now (squeue %b; "" for
+	// untyped): the user's, or the one hadar set to place it on a node
+	// used per type.
+	GresSite string
 	// TimeLimit is the job's --time as scontrol shows it (0: unknown).
 	TimeLimit time.Duration
 	// AdminComment is the job's admin comment when scontrol's record was
@@ -118,6 +126,10 @@ type NodeView struct {
 	// Type is the canonical GPU type when the node has exactly one GPU type
 	// and its name resolves; "" otherwise.
 	Type string
+	// Pools are the GPU types of a node with several, one per type, when
+	// hadar can tell Slurm which type a job gets (ViewInput.Retype): each
+	// is offered to the policy as a node of its own type. Nil otherwise.
+	Pools []GPUPool
 	// Total GPUs configured; Used allocated to any job; Hadar allocated to
 	// running hadar jobs hadar may re-plan; Reserved held for launching
 	// hadar jobs.
@@ -133,6 +145,51 @@ type NodeView struct {
 	// re-plan, ReservedCPUs/ReservedMem by launching ones.
 	CPUTot, CPUAlloc, HadarCPUs, ReservedCPUs int
 	MemTot, MemAlloc, HadarMem, ReservedMem   int64
+}
+
+// GPUPool is one GPU type of a node with several types.
+type GPUPool struct {
+	// Site is the node's own name of the type (its gres.conf Type=), what
+	// a job's Gres must name; Type is the canonical type.
+	Site, Type string
+	// Total, Used, Hadar and Reserved are NodeView's figures for this
+	// type alone (Used from the node's GresUsed, which Slurm counts per
+	// type).
+	Total, Used, Hadar, Reserved int
+}
+
+// TypePools are the node's GPUs by canonical type: its Pools, or the one
+// type of a single-type node (none when its type is unknown).
+func (n NodeView) TypePools() []GPUPool {
+	if n.Pools != nil {
+		return n.Pools
+	}
+	if n.Type == "" {
+		return nil
+	}
+	site := ""
+	for s := range n.SiteTypes {
+		site = s
+	}
+	return []GPUPool{{Site: site, Type: n.Type, Total: n.Total, Used: n.Used, Hadar: n.Hadar, Reserved: n.Reserved}}
+}
+
+// pool is the node's pool of canonical type t, or nil.
+func (n *NodeView) pool(t string) *GPUPool {
+	for i := range n.Pools {
+		if n.Pools[i].Type == t {
+			return &n.Pools[i]
+		}
+	}
+	return nil
+}
+
+// AvailableOf is Available for one of TypePools.
+func (n NodeView) AvailableOf(p GPUPool) int {
+	if !n.Usable {
+		return 0
+	}
+	return availableGPUs(p.Total, p.Used, p.Hadar, p.Reserved)
 }
 
 // AvailableCPUs is the CPUs the policy may hand out on the node (0: not
@@ -160,12 +217,18 @@ func (n NodeView) Available() int {
 	if !n.Usable {
 		return 0
 	}
-	a := n.Total - (n.Used - n.Hadar) - n.Reserved
+	return availableGPUs(n.Total, n.Used, n.Hadar, n.Reserved)
+}
+
+// availableGPUs is what the policy may hand out of total GPUs: everything
+// but other people's work (used - hadar) and launching jobs.
+func availableGPUs(total, used, hadar, reserved int) int {
+	a := total - (used - hadar) - reserved
 	// The GPUs of hadar's running jobs are always the policy's to hand
 	// out: a launching job that started between squeue and scontrol show
 	// node is counted in Used and in Reserved, and must not push a node
 	// with running hadar jobs out of the round.
-	return max(0, n.Hadar, min(a, n.Total))
+	return max(0, hadar, min(a, total))
 }
 
 // View is one round's observation, classified.
@@ -200,10 +263,7 @@ func (v *View) TaggedIDs() map[string]bool {
 }
 
 // Placed is what the state database remembers of a job hadar released.
-type Placed struct {
-	Nodes      []string
-	ReleasedAt time.Time
-}
+type Placed = statedb.Placement
 
 // ViewInput is what BuildView classifies.
 type ViewInput struct {
@@ -217,7 +277,7 @@ type ViewInput struct {
 	// job type planned with PriorFor's rates (the cross-model prior) until
 	// its progress teaches hadar its own; with neither, it is passed
 	// through.
-	Models       *ModelResolver
+	Models       *jobproto.ModelResolver
 	DefaultModel string
 	PriorFor     func(jobType string) map[string]map[int]float64
 	// Throughput is the matrix: a model with no rate on any usable GPU
@@ -236,6 +296,16 @@ type ViewInput struct {
 	RanOn map[string][]string
 	// Notes receives messages worth logging (default model used, ...).
 	Notes func(jobID, msg string)
+	// Retype is set when Slurm replaces a pending job's GPU type on
+	// `scontrol update Gres=` (Slurm 24.11; 22.05 adds the new type to the
+	// old one): nodes with several GPU types are then used per type
+	// (NodeView.Pools), and hadar sets the type of a job it places there.
+	Retype bool
+	// Requested are the GPU requests (squeue %b, e.g. "gpu:2") of the jobs
+	// whose Gres hadar rewrote, as their users submitted them (the state
+	// database's record): the job's request is read from these, not from
+	// the type hadar set.
+	Requested map[string]string
 }
 
 // BuildView classifies an observation. It is pure.
@@ -246,50 +316,7 @@ func BuildView(in ViewInput) *View {
 		note = func(string, string) {}
 	}
 	for _, n := range in.Nodes {
-		nv := NodeView{Name: n.Name, State: n.State, Schedulable: n.Schedulable(), SiteTypes: map[string]int{},
-			CPUTot: n.CPUTot, CPUAlloc: n.CPUAlloc, MemTot: n.RealMemory, MemAlloc: n.AllocMem}
-		for site, c := range slurm.GPUsByType(n.Gres) {
-			nv.SiteTypes[site] += c
-			nv.Total += c
-		}
-		for _, c := range slurm.GPUsByType(n.GresUsed) {
-			nv.Used += c
-		}
-		switch {
-		case nv.Total == 0:
-			nv.Why = "no GPUs"
-		case !nv.Schedulable:
-			nv.Why = "not schedulable (" + n.RawState + ")"
-			nv.Transient = transientNode(n)
-			// Its type still counts for what the cluster can run (a node
-			// is down or drained for a while, e.g. every node answers
-			// late just after slurmctld restarts): jobs wait for it
-			// rather than being handed to Slurm for good.
-			if len(nv.SiteTypes) == 1 {
-				for site := range nv.SiteTypes {
-					if t, err := in.ResolveGPU(site); site != "" && err == nil {
-						nv.Type = t
-					}
-				}
-			}
-		case len(nv.SiteTypes) > 1:
-			nv.Why = "several GPU types (Slurm would choose the type)"
-		default:
-			for site := range nv.SiteTypes {
-				if site == "" {
-					nv.Why = "untyped GPU GRES (type unknown)"
-					break
-				}
-				t, err := in.ResolveGPU(site)
-				if err != nil || t == "" {
-					nv.Why = fmt.Sprintf("GPU type %q unknown (add it to [gres] aliases)", site)
-					break
-				}
-				nv.Type = t
-			}
-		}
-		nv.Usable = nv.Why == ""
-		v.Nodes = append(v.Nodes, nv)
+		v.Nodes = append(v.Nodes, nodeView(n, in))
 	}
 	sort.Slice(v.Nodes, func(a, b int) bool { return v.Nodes[a].Name < v.Nodes[b].Name })
 	for i := range v.Nodes {
@@ -308,7 +335,7 @@ func BuildView(in ViewInput) *View {
 		}
 		v.byID[jv.ID] = jv
 		v.Jobs = append(v.Jobs, jv)
-		if !IsTagged(j.Comment) {
+		if !jobproto.IsTagged(j.Comment) {
 			jv.Class = ClassUntagged
 			jv.Nodes = j.Nodes
 			continue
@@ -358,7 +385,10 @@ func BuildView(in ViewInput) *View {
 				jv.Class = ClassPinned
 			}
 			for _, name := range j.Nodes {
-				if n := v.node[name]; n == nil || !n.Usable {
+				if n := v.node[name]; n == nil || !n.Usable || v.typeOn(jv, name) == "" {
+					// Not on a node hadar uses, or on a node used per
+					// type with a request that names none of its types
+					// (Slurm chose the type): hadar cannot re-plan it.
 					jv.Class = ClassPinned
 				}
 			}
@@ -367,26 +397,130 @@ func BuildView(in ViewInput) *View {
 			jv.Class = ClassPinned
 		}
 	}
-	v.groupCopies()
+	hadarE.group(v)
 	for _, jv := range v.Jobs {
 		for _, name := range jv.Nodes {
 			n := v.node[name]
 			if n == nil {
 				continue
 			}
+			p := n.pool(v.typeOn(jv, name))
 			switch jv.Class {
 			case ClassRunning:
 				n.Hadar += jv.GPUsPerNode
 				n.HadarCPUs += jv.Request.CPUsPerNode
 				n.HadarMem += jv.Request.MemMBPerNode
+				if p != nil {
+					p.Hadar += jv.GPUsPerNode
+				}
 			case ClassLaunching:
 				n.Reserved += jv.GPUsPerNode
 				n.ReservedCPUs += jv.Request.CPUsPerNode
 				n.ReservedMem += jv.Request.MemMBPerNode
+				if p != nil {
+					p.Reserved += jv.GPUsPerNode
+				}
 			}
 		}
 	}
 	return v
+}
+
+// nodeView is what the round sees of node n: its GPUs by site type, its
+// canonical type or per-type pools, and why hadar does not use it, if so.
+func nodeView(n slurm.Node, in ViewInput) NodeView {
+	nv := NodeView{Name: n.Name, State: n.State, Schedulable: n.Schedulable(), SiteTypes: map[string]int{},
+		CPUTot: n.CPUTot, CPUAlloc: n.CPUAlloc, MemTot: n.RealMemory, MemAlloc: n.AllocMem}
+	for site, c := range slurm.GPUsByType(n.Gres) {
+		nv.SiteTypes[site] += c
+		nv.Total += c
+	}
+	for _, c := range slurm.GPUsByType(n.GresUsed) {
+		nv.Used += c
+	}
+	switch {
+	case nv.Total == 0:
+		nv.Why = "no GPUs"
+	case !nv.Schedulable:
+		nv.Why = "not schedulable (" + n.RawState + ")"
+		nv.Transient = transientNode(n)
+		// Its type still counts for what the cluster can run (a node
+		// is down or drained for a while, e.g. every node answers
+		// late just after slurmctld restarts): jobs wait for it
+		// rather than being handed to Slurm for good.
+		if len(nv.SiteTypes) == 1 {
+			for site := range nv.SiteTypes {
+				if t, err := in.ResolveGPU(site); site != "" && err == nil {
+					nv.Type = t
+				}
+			}
+		} else if in.Retype {
+			nv.Pools, _ = typePools(nv.SiteTypes, n.GresUsed, in.ResolveGPU)
+		}
+	case len(nv.SiteTypes) > 1 && !in.Retype:
+		nv.Why = "several GPU types (Slurm would choose the type)"
+	case len(nv.SiteTypes) > 1:
+		nv.Pools, nv.Why = typePools(nv.SiteTypes, n.GresUsed, in.ResolveGPU)
+	default:
+		for site := range nv.SiteTypes {
+			if site == "" {
+				nv.Why = "untyped GPU GRES (type unknown)"
+				break
+			}
+			t, err := in.ResolveGPU(site)
+			if err != nil || t == "" {
+				nv.Why = fmt.Sprintf("GPU type %q unknown (add it to [gres] aliases)", site)
+				break
+			}
+			nv.Type = t
+		}
+	}
+	nv.Usable = nv.Why == ""
+	return nv
+}
+
+// typePools reads a node with several GPU types as one pool per type.
+// Every type must resolve, to distinct canonical types: a job's Gres
+// names one site type, and hadar must know which canonical type it gets.
+func typePools(sites map[string]int, used []slurm.GRES, resolve func(string) (string, error)) ([]GPUPool, string) {
+	usedBy := slurm.GPUsByType(used)
+	var pools []GPUPool
+	seen := map[string]string{}
+	for _, site := range slices.Sorted(maps.Keys(sites)) {
+		if site == "" {
+			return nil, "untyped GPU GRES beside typed ones (type unknown)"
+		}
+		t, err := resolve(site)
+		if err != nil || t == "" {
+			return nil, fmt.Sprintf("GPU type %q unknown (add it to [gres] aliases)", site)
+		}
+		if other, dup := seen[t]; dup {
+			return nil, fmt.Sprintf("GPU types %q and %q are both %s", other, site, t)
+		}
+		seen[t] = site
+		pools = append(pools, GPUPool{Site: site, Type: t, Total: sites[site], Used: usedBy[site]})
+	}
+	sort.Slice(pools, func(a, b int) bool { return pools[a].Type < pools[b].Type })
+	return pools, ""
+}
+
+// typeOn is the canonical GPU type job jv holds (or is placed to hold) on
+// node name: the node's one type or, on a node used per type, the pool its
+// Gres names; "" when that is not known.
+func (v *View) typeOn(jv *JobView, name string) string {
+	n := v.node[name]
+	if n == nil {
+		return ""
+	}
+	if n.Pools == nil {
+		return n.Type
+	}
+	for _, p := range n.Pools {
+		if p.Site == jv.GresSite && jv.GresSite != "" {
+			return p.Type
+		}
+	}
+	return ""
 }
 
 // nodesUnavailable reports whether a pending reason says the job's
@@ -406,12 +540,13 @@ func (v *View) classifyTagged(j *slurm.Job, d *slurm.JobDetail, jv *JobView, in 
 	if j.Incomplete {
 		return "Slurm's record of the job could not be fully read"
 	}
-	tag, err := ParseTag(j.Comment)
+	tag, err := jobproto.ParseTag(j.Comment)
 	if err != nil {
 		return err.Error()
 	}
 	jv.Tag = tag
 	req, problem := v.readRequest(j, d, jv, in, nodes)
+	req = v.keepOffPools(req)
 	jv.Request = req
 	if problem != "" {
 		return problem
@@ -434,17 +569,17 @@ func (v *View) classifyTagged(j *slurm.Job, d *slurm.JobDetail, jv *JobView, in 
 	} else if in.Models != nil {
 		jt, err = in.Models.Resolve(model)
 	} else {
-		err = fmt.Errorf("unknown model %q", clip(model))
+		err = fmt.Errorf("unknown model %q", jobproto.Clip(model))
 	}
 	if err != nil {
 		switch {
 		case in.DefaultModel != "":
 			note(jv.ID, fmt.Sprintf("%v: using default_model %q", err, in.DefaultModel))
 			jt = in.DefaultModel
-		case in.PriorFor != nil && model != "" && !errors.Is(err, ErrAmbiguousModel):
+		case in.PriorFor != nil && model != "" && !errors.Is(err, jobproto.ErrAmbiguousModel):
 			// A model no matrix knows: a job type of its own, on the
 			// prior's rates, learned from its progress.
-			jt = clip(strings.TrimSpace(model))
+			jt = jobproto.Clip(strings.TrimSpace(model))
 			if _, known := in.Throughput[jt]; !known {
 				for gt, byW := range in.PriorFor(jt) {
 					for w, r := range byW {

@@ -30,9 +30,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hadar-sched/hadar/bridge"
 	"github.com/hadar-sched/hadar/internal/doccheck"
 	"github.com/hadar-sched/hadar/internal/histtest"
+	"github.com/hadar-sched/hadar/internal/statedb"
 	"github.com/hadar-sched/hadar/slurm"
 )
 
@@ -128,7 +128,7 @@ func sandbox(t *testing.T) ([]string, string) {
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	if err := histtest.WriteState(context.Background(), filepath.Join(data, bridge.StateFile), time.Now()); err != nil {
+	if err := histtest.WriteState(context.Background(), filepath.Join(data, statedb.File), time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range []string{"contrib", "docs", "man"} {

@@ -3,13 +3,16 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hadar-sched/hadar/internal/e2eutil"
+	"github.com/hadar-sched/hadar/slurm"
 )
 
 // statusJSON is `hadar status --json`.
@@ -239,9 +242,16 @@ func TestStatusSiteLayout(t *testing.T) {
 			h: {state: "PENDING", reason: "JobHeldUser", tagged: true, model: "resnet50-bs64", gpus: 2},
 		})
 
-	// plan: the site's names resolve; the node with two types, the drained
-	// and the CPU-only node are not planned on; the held job would go to
-	// the idle v100 node; nothing changes.
+	// plan: the site's names resolve; the drained and the CPU-only node are
+	// not planned on, nor, before Slurm 24.11, the node with two types (from
+	// 24.11 it is planned on per type); the held job would go to the idle
+	// v100 node (from 24.11: or to the two idle v100 of the mixed node);
+	// nothing changes.
+	ver, err := slurm.ParseVersion(strings.NewReader(must(t, conf, "scontrol", "--version")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	perType := ver.AtLeast(24, 11)
 	var plan struct {
 		Nodes []struct {
 			Name    string `json:"name"`
@@ -263,15 +273,23 @@ func TestStatusSiteLayout(t *testing.T) {
 			if !n.Usable || n.GPUType != "v100" {
 				t.Errorf("plan node %+v: want usable, v100", n)
 			}
+		case "gpu-mix-01":
+			if perType != n.Usable || perType && !strings.Contains(n.GPUType, "v100") {
+				t.Errorf("plan node %+v on Slurm %s: want usable per type (v100 and the A100's type) exactly from 24.11", n, ver)
+			}
 		default:
 			if n.Usable {
 				t.Errorf("plan node %+v: want unusable", n)
 			}
 		}
 	}
+	hNode := "gpu-v100-02"
+	if perType && len(plan.Decisions) == 1 && strings.Join(plan.Decisions[0].Nodes, ",") == "gpu-mix-01" {
+		hNode = "gpu-mix-01"
+	}
 	if len(plan.Decisions) != 1 || plan.Decisions[0].Job != h || plan.Decisions[0].Decision != "place" ||
-		strings.Join(plan.Decisions[0].Nodes, ",") != "gpu-v100-02" || plan.Decisions[0].GPUType != "v100" {
-		t.Errorf("plan decisions %+v, want job %s placed on gpu-v100-02 (v100)", plan.Decisions, h)
+		strings.Join(plan.Decisions[0].Nodes, ",") != hNode || plan.Decisions[0].GPUType != "v100" {
+		t.Errorf("plan decisions %+v, want job %s placed on %s (v100)", plan.Decisions, h, hNode)
 	}
 	var ex struct {
 		Class   string `json:"class"`
@@ -282,8 +300,18 @@ func TestStatusSiteLayout(t *testing.T) {
 		} `json:"types"`
 	}
 	hadarJSON(t, conf, &ex, "explain", "--json", h)
-	if ex.Class != "waiting" || !strings.HasPrefix(ex.Summary, "placed now on gpu-v100-02:2 (v100)") ||
-		len(ex.Types) != 1 || fmt.Sprint(ex.Types[0].SiteNames) != "["+v100+"]" {
+	// Its types: v100 under the site's name; from 24.11 also the mixed
+	// node's A100, under its own.
+	sites := map[string]string{}
+	for _, et := range ex.Types {
+		sites[et.Type] = fmt.Sprint(et.SiteNames)
+	}
+	wantTypes := 1
+	if perType {
+		wantTypes = 2
+	}
+	if ex.Class != "waiting" || !strings.HasPrefix(ex.Summary, "placed now on "+hNode+":2 (v100)") ||
+		len(ex.Types) != wantTypes || sites["v100"] != "["+v100+"]" || perType && !slices.Contains(slices.Collect(maps.Values(sites)), "["+a100+"]") {
 		t.Errorf("explain %s: %+v", h, ex)
 	}
 	var exu struct{ Summary string }

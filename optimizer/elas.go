@@ -3,7 +3,6 @@ package optimizer
 import (
 	"math"
 	"math/rand/v2"
-	"sort"
 )
 
 // ELAS is E-LAS (Sultana et al., ICPP 2020): least estimated remaining
@@ -22,12 +21,14 @@ import (
 // arrival. Whole gangs are placed in that order, heterogeneity-agnostic, as
 // for Tiresias; a job that does not fit is skipped and smaller ones backfill.
 type ELAS struct {
+	src *rand.PCG // rng's source, kept to save its state
 	rng *rand.Rand
 }
 
 func init() {
 	Register("elas", "E-LAS: least remaining service first, estimated from each job's epoch progress rate and attained service (no durations), preemptive, agnostic", func(o Options) Policy {
-		return &ELAS{rng: rand.New(rand.NewPCG(uint64(o.Seed), 0xbf58476d1ce4e5b9))}
+		src := rand.NewPCG(uint64(o.Seed), 0xbf58476d1ce4e5b9)
+		return &ELAS{src: src, rng: rand.New(src)}
 	})
 }
 
@@ -70,6 +71,6 @@ func (e *ELAS) Plan(s *Snapshot) (*Plan, error) {
 	for _, j := range jobs {
 		keys[j.ID] = ELASKey(j)
 	}
-	sort.SliceStable(jobs, func(a, b int) bool { return keys[jobs[a].ID] < keys[jobs[b].ID] })
+	stableSort(jobs, func(a, b *Job) bool { return keys[a.ID] < keys[b.ID] })
 	return placeAgnostic(s, jobs, e.rng), nil
 }

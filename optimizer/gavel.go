@@ -3,7 +3,6 @@ package optimizer
 import (
 	"math"
 	"math/bits"
-	"sort"
 	"time"
 )
 
@@ -154,6 +153,9 @@ func (g *gavelRounds) Name() string { return g.name }
 func (g *gavelRounds) Plan(s *Snapshot) (*Plan, error) {
 	types := s.TypesFastestFirst()
 	jobs := sortedJobs(s)
+	if s.MidRound && g.started {
+		return g.keepRound(s, jobs), nil
+	}
 	half := s.Round.Seconds() / 2
 	if !g.started {
 		g.started = true
@@ -227,6 +229,23 @@ func (g *gavelRounds) Plan(s *Snapshot) (*Plan, error) {
 	return plan, nil
 }
 
+// keepRound is a plan within the round last planned: the jobs it chose
+// keep their types (and nodes, where they still run), as in Gavel, where
+// nothing changes until the round ends; the GPUs a finished job left stay
+// idle and an arrival waits for the next round. It changes no bookkeeping:
+// the next full round charges the whole time since the last one.
+func (g *gavelRounds) keepRound(s *Snapshot, jobs []*Job) *Plan {
+	chosen := map[string]string{}
+	var picked []*Job
+	for _, j := range jobs {
+		if p, ok := g.prev[j.ID]; ok && p.typ != "" {
+			chosen[j.ID] = p.typ
+			picked = append(picked, j)
+		}
+	}
+	return placeChosen(newFreePool(s.Nodes), picked, chosen)
+}
+
 // chargeLastRound adds the time each job ran in the round that just ended to
 // its type's shares (Gavel's _done_callback), also for a job that finished in
 // it, and advances the mechanism's clock to s.Now.
@@ -270,11 +289,11 @@ func (g *gavelRounds) chargeLastRound(s *Snapshot, jobs []*Job) {
 	}
 	// Gavel charges micro-tasks in the order they leave its heap: latest
 	// finish first, ties by job ID (the order of float additions).
-	sort.SliceStable(runs, func(x, y int) bool {
-		if runs[x].a != runs[y].a {
-			return runs[x].a > runs[y].a
+	stableSort(runs, func(x, y run) bool {
+		if x.a != y.a {
+			return x.a > y.a
 		}
-		return lessID(runs[x].id, runs[y].id)
+		return lessID(x.id, y.id)
 	})
 	modelled := len(runs) > 0 && math.Abs(end-nowSec) <= 1e-6
 	here := make(map[string]*Job, len(jobs))
@@ -369,19 +388,19 @@ func (g *gavelRounds) pick(s *Snapshot, order []string, jobs []*Job) (map[string
 		h                        string
 		priority, deficit, alloc float64
 	}
-	var queue []entry
+	// The keys are sorted without the job pointers: swapping elements with
+	// pointers costs a write barrier each while the GC runs.
+	type key struct {
+		priority, deficit, alloc float64
+		j                        int
+	}
+	queue := make([]entry, 0, len(order)*len(jobs))
+	per := make([]key, len(jobs))
 	for _, h := range order {
-		per := make([]entry, 0, len(jobs))
-		for _, j := range jobs {
-			per = append(per, entry{
-				job: j, h: h,
-				priority: g.priority(s, j, h),
-				deficit:  g.deficits[h][j.ID],
-				alloc:    g.allocation[j.ID][h],
-			})
+		for i, j := range jobs {
+			per[i] = key{priority: g.priority(s, j, h), deficit: g.deficits[h][j.ID], alloc: g.allocation[j.ID][h], j: i}
 		}
-		sort.SliceStable(per, func(a, b int) bool {
-			ea, eb := per[a], per[b]
+		stableSort(per, func(ea, eb key) bool {
 			if ea.priority != eb.priority {
 				return ea.priority > eb.priority
 			}
@@ -390,7 +409,9 @@ func (g *gavelRounds) pick(s *Snapshot, order []string, jobs []*Job) (map[string
 			}
 			return ea.alloc > eb.alloc
 		})
-		queue = append(queue, per...)
+		for _, k := range per {
+			queue = append(queue, entry{job: jobs[k.j], h: h, priority: k.priority, deficit: k.deficit, alloc: k.alloc})
+		}
 	}
 
 	pool := newFreePool(s.Nodes)
@@ -437,7 +458,7 @@ func (g *gavelRounds) pick(s *Snapshot, order []string, jobs []*Job) (map[string
 // at least as many, and placement does not change simulated progress (Gavel
 // models no restart cost).
 func placeChosen(pool *freePool, picked []*Job, chosen map[string]string) *Plan {
-	plan := NewPlan()
+	plan := &Plan{Assignments: make(map[string][]Task, len(picked))}
 	var rest []*Job
 	for _, j := range picked {
 		if tasks, ok := pool.keep(j, chosen[j.ID]); ok {
@@ -446,7 +467,7 @@ func placeChosen(pool *freePool, picked []*Job, chosen map[string]string) *Plan 
 		}
 		rest = append(rest, j)
 	}
-	sort.SliceStable(rest, func(a, b int) bool { return rest[a].Workers > rest[b].Workers })
+	stableSort(rest, func(a, b *Job) bool { return a.Workers > b.Workers })
 	for _, j := range rest {
 		if tasks := pool.take(j, chosen[j.ID]); tasks != nil {
 			plan.Assign(j.ID, tasks...)
@@ -462,11 +483,11 @@ func sortedJobs(s *Snapshot) []*Job {
 	for i := range s.Jobs {
 		out[i] = &s.Jobs[i]
 	}
-	sort.SliceStable(out, func(a, b int) bool {
-		if !out[a].Arrival.Equal(out[b].Arrival) {
-			return out[a].Arrival.Before(out[b].Arrival)
+	stableSort(out, func(a, b *Job) bool {
+		if !a.Arrival.Equal(b.Arrival) {
+			return a.Arrival.Before(b.Arrival)
 		}
-		return lessID(out[a].ID, out[b].ID)
+		return lessID(a.ID, b.ID)
 	})
 	return out
 }

@@ -465,3 +465,56 @@ func TestGavelPoliciesAreDeterministic(t *testing.T) {
 		})
 	}
 }
+
+func TestGavelMidRoundKeepsTheRound(t *testing.T) {
+	// The daemon plans again 10 s into a round (after a requeue) and a job
+	// d has arrived: Gavel's round goes on unchanged (a and b run, d waits)
+	// and the next full round picks what it would have picked without the
+	// early look (c, a: TestGavelPriorityRanking's round 2).
+	x := map[string]map[string]float64{"a": {"v100": 0.5}, "b": {"v100": 0.25}, "c": {"v100": 0.25}, "d": {"v100": 0.25}}
+	thr := Throughputs{}
+	thr.Set("m", "v100", 1, 1)
+	snap := func(at float64, mid bool, ids ...string) *Snapshot {
+		s := &Snapshot{Now: gavelT0.Add(time.Duration(at) * time.Second), Round: 360 * time.Second,
+			Nodes: gavelNodes("v100", 2, 1), Throughput: thr, MidRound: mid}
+		for _, id := range ids {
+			s.Jobs = append(s.Jobs, Job{ID: id, Type: "m", Workers: 1, Arrival: gavelT0, RemainingSteps: lots, Weight: 1})
+		}
+		return s
+	}
+	plan := func(g *gavelRounds, s *Snapshot) *Plan {
+		t.Helper()
+		p, err := g.Plan(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := Check(s, p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	g, _ := newFixedRounds(x)
+	first := plan(g, snap(0, false, "a", "b", "c"))
+	before, err := g.SaveState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mid := snap(10, true, "a", "b", "c", "d")
+	for i := range mid.Jobs[:2] {
+		mid.Jobs[i].Current = first.Assignments[mid.Jobs[i].ID]
+	}
+	p := plan(g, mid)
+	if diff := cmp.Diff(first.Assignments, p.Assignments); diff != "" {
+		t.Errorf("mid-round plan changed the round (-first +mid):\n%s", diff)
+	}
+	after, err := g.SaveState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cmp.Equal(string(before), string(after)) {
+		t.Errorf("mid-round plan changed the mechanism's state:\n%s", cmp.Diff(string(before), string(after)))
+	}
+	if got := running(plan(g, snap(360, false, "a", "b", "c"))); !cmp.Equal(got, []string{"a", "c"}) {
+		t.Errorf("next full round ran %v, want [a c]", got)
+	}
+}

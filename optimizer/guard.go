@@ -1,10 +1,18 @@
 package optimizer
 
-import "sort"
+import (
+	"math"
+	"sort"
+	"time"
+)
 
 // guarded wraps every registered policy (New) so that its plans keep the
-// promises a snapshot makes for all of them: a NoStop job keeps running.
-type guarded struct{ Policy }
+// promises a snapshot makes for all of them: a NoStop job keeps running,
+// and moves only where that saves more than the migration penalty.
+type guarded struct {
+	Policy
+	migrationPenalty time.Duration
+}
 
 // guardedCopies is guarded for a policy that forks copies, keeping its
 // CopyLimiter visible to drivers.
@@ -14,11 +22,12 @@ type guardedCopies struct {
 }
 
 // guard wraps p (see guarded).
-func guard(p Policy) Policy {
+func guard(p Policy, migrationPenalty time.Duration) Policy {
+	g := guarded{p, migrationPenalty}
 	if l, ok := p.(CopyLimiter); ok {
-		return guardedCopies{guarded{p}, l}
+		return guardedCopies{g, l}
 	}
-	return guarded{p}
+	return g
 }
 
 // Plan implements Policy.
@@ -27,15 +36,18 @@ func (g guarded) Plan(s *Snapshot) (*Plan, error) {
 	if err != nil || p == nil {
 		return p, err
 	}
-	return KeepNoStop(s, p), nil
+	return KeepNoStop(s, p, g.migrationPenalty), nil
 }
 
-// KeepNoStop returns plan with every running NoStop job still running: a
-// job the plan dropped gets its current tasks back, and the jobs the plan
-// had put on those GPUs (never NoStop ones) wait this round instead. It is
-// the one place the site's "no preemption" is enforced, for every policy,
-// so the simulator and the daemon see the same plans. plan is modified.
-func KeepNoStop(s *Snapshot, plan *Plan) *Plan {
+// KeepNoStop returns plan with every running NoStop job still running where
+// it runs, unless the plan moves it and the move saves more than
+// migrationPenalty of its remaining time: a job the plan dropped, or moved
+// for less, gets its current tasks back, and the jobs the plan had put on
+// those GPUs (never NoStop ones) wait this round instead. It is the one
+// place the site's "no preemption" and the worth of a move of a job that
+// may not be stopped are decided, for every policy, so the simulator and
+// the daemon see the same plans. plan is modified.
+func KeepNoStop(s *Snapshot, plan *Plan, migrationPenalty time.Duration) *Plan {
 	capacity := map[string]int{}
 	for _, n := range s.Nodes {
 		capacity[nodeKey(n.Name, n.Type)] += n.GPUs
@@ -43,7 +55,16 @@ func KeepNoStop(s *Snapshot, plan *Plan) *Plan {
 	var restore []*Job
 	for i := range s.Jobs {
 		j := &s.Jobs[i]
-		if j.NoStop && len(plan.Assignments[j.ID]) == 0 && keepable(j, capacity) {
+		if !j.NoStop || !keepable(j, capacity) {
+			continue
+		}
+		planned := plan.Assignments[j.ID]
+		if len(planned) == 0 {
+			restore = append(restore, j)
+			continue
+		}
+		if !sameTaskSet(planned, j.Current) && moveGain(s, j, planned) <= migrationPenalty.Seconds() {
+			delete(plan.Assignments, j.ID)
 			restore = append(restore, j)
 		}
 	}
@@ -56,37 +77,59 @@ func KeepNoStop(s *Snapshot, plan *Plan) *Plan {
 			used[nodeKey(t.Node, t.Type)] += t.GPUs
 		}
 	}
-	noStop := map[string]bool{}
+	byID := make(map[string]*Job, len(s.Jobs))
 	for i := range s.Jobs {
-		noStop[s.Jobs[i].ID] = s.Jobs[i].NoStop
+		byID[s.Jobs[i].ID] = &s.Jobs[i]
+	}
+	unplan := func(id string) {
+		for _, u := range plan.Assignments[id] {
+			used[nodeKey(u.Node, u.Type)] -= u.GPUs
+		}
+		delete(plan.Assignments, id)
 	}
 	sort.Slice(restore, func(a, b int) bool { return restore[a].ID < restore[b].ID })
+	restored := map[string]bool{}
 	for _, j := range restore {
+		restored[j.ID] = true
+	}
+	evicted := map[string]string{} // job ID -> the type it was planned on
+	// A restored job may find its GPUs planned to other jobs: those that
+	// may be stopped are evicted first, then the moves of jobs that may
+	// not be stopped onto them are undone (those jobs are restored in
+	// turn), in ID order for determinism. Running jobs' current GPUs are
+	// disjoint, so this ends with every restored job on its own GPUs.
+	for n := 0; n < len(restore); n++ {
+		j := restore[n]
 		for _, t := range j.Current {
 			key := nodeKey(t.Node, t.Type)
-			// Evict, in ID order for determinism, the jobs that hold the
-			// GPUs it needs on this node.
-			var on []string
+			var stoppable, moved []string
 			for id, tasks := range plan.Assignments {
-				if noStop[id] {
+				if restored[id] || !hasKey(tasks, key) {
 					continue
 				}
-				for _, u := range tasks {
-					if nodeKey(u.Node, u.Type) == key {
-						on = append(on, id)
-						break
-					}
+				switch o := byID[id]; {
+				case o == nil || !o.NoStop:
+					stoppable = append(stoppable, id)
+				case !sameTaskSet(tasks, o.Current) && keepable(o, capacity):
+					moved = append(moved, id)
 				}
 			}
-			sort.Strings(on)
-			for _, id := range on {
+			sort.Strings(stoppable)
+			sort.Strings(moved)
+			for _, id := range stoppable {
 				if used[key]+t.GPUs <= capacity[key] {
 					break
 				}
-				for _, u := range plan.Assignments[id] {
-					used[nodeKey(u.Node, u.Type)] -= u.GPUs
+				evicted[id] = currentType(plan.Assignments[id])
+				unplan(id)
+			}
+			for _, id := range moved {
+				if used[key]+t.GPUs <= capacity[key] {
+					break
 				}
-				delete(plan.Assignments, id)
+				unplan(id)
+				restored[id] = true
+				restore = append(restore, byID[id])
 			}
 		}
 		for _, t := range j.Current {
@@ -94,7 +137,100 @@ func KeepNoStop(s *Snapshot, plan *Plan) *Plan {
 		}
 		plan.Assignments[j.ID] = append([]Task(nil), j.Current...)
 	}
+	placeEvicted(s, plan, evicted)
 	return plan
+}
+
+// placeEvicted places the jobs KeepNoStop took off a kept job's GPUs on
+// what the plan leaves free (a kept job's planned destination, for one):
+// on the type each was planned on, else on its other types, fastest
+// first, as the policies' own last passes place what is left. Jobs go in
+// ID order, for determinism.
+func placeEvicted(s *Snapshot, plan *Plan, evicted map[string]string) {
+	if len(evicted) == 0 {
+		return
+	}
+	jobs := make(map[string]*Job, len(s.Jobs))
+	for i := range s.Jobs {
+		jobs[s.Jobs[i].ID] = &s.Jobs[i]
+	}
+	pool := newFreePool(s.Nodes)
+	for id, tasks := range plan.Assignments {
+		for _, t := range tasks {
+			if j := jobs[id]; j != nil {
+				pool.useFor(j, t)
+			} else {
+				pool.use(t)
+			}
+		}
+	}
+	ids := make([]string, 0, len(evicted))
+	for id := range evicted {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		j := jobs[id]
+		types := []string{evicted[id]}
+		for _, h := range s.TypesFastestFirst() {
+			if h != evicted[id] {
+				types = append(types, h)
+			}
+		}
+		sort.SliceStable(types[1:], func(a, b int) bool {
+			return s.JobRate(j, types[1+a], j.Workers) > s.JobRate(j, types[1+b], j.Workers)
+		})
+		for _, h := range types {
+			if h == "" || s.JobRate(j, h, j.Workers) <= 0 {
+				continue
+			}
+			if tasks := pool.placeOnType(j, h); tasks != nil {
+				plan.Assign(id, tasks...)
+				break
+			}
+		}
+	}
+}
+
+// moveGain is the seconds job j saves by moving from its current tasks to
+// next: its remaining time at the current rate minus at the new one.
+func moveGain(s *Snapshot, j *Job, next []Task) float64 {
+	cur := s.Throughput.PlacementRate(j.Type, j.Workers, j.Current)
+	rate := s.Throughput.PlacementRate(j.Type, j.Workers, next)
+	switch {
+	case rate <= 0:
+		return math.Inf(-1)
+	case cur <= 0:
+		return math.Inf(1)
+	}
+	return j.RemainingSteps/cur - j.RemainingSteps/rate
+}
+
+// hasKey reports whether one of tasks is on the node and type of key.
+func hasKey(tasks []Task, key string) bool {
+	for _, t := range tasks {
+		if nodeKey(t.Node, t.Type) == key {
+			return true
+		}
+	}
+	return false
+}
+
+// sameTaskSet reports whether a and b hold the same GPUs, in any order.
+func sameTaskSet(a, b []Task) bool {
+	count := map[string]int{}
+	for _, t := range a {
+		count[nodeKey(t.Node, t.Type)] += t.GPUs
+	}
+	for _, t := range b {
+		count[nodeKey(t.Node, t.Type)] -= t.GPUs
+	}
+	for _, n := range count {
+		if n != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // keepable reports whether a job runs now on nodes of the snapshot that

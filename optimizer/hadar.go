@@ -2,7 +2,6 @@ package optimizer
 
 import (
 	"math"
-	"sort"
 	"time"
 )
 
@@ -93,10 +92,16 @@ func (p *Hadar) Name() string { return "hadar" }
 
 type hadarJob struct {
 	*Job
-	rates     map[string]float64 // whole-job rate per GPU type
-	prefs     []string           // GPU types, cheapest per unit of work first
-	remaining float64            // seconds left on the preferred type
-	fastest   float64            // seconds left on the fastest type
+	// rate is the whole-job rate on each of the round's GPU types (by
+	// index in types, fastest first; 0 where it cannot run) and share the
+	// fluid plan's share of each (0 without one). They are slices, not maps
+	// keyed by type name, because the sorts below look them up for every
+	// pair of types of every job, 10,000 jobs a round at scale.
+	rate      []float64
+	share     []float64
+	prefs     []int   // type indices, cheapest per unit of work first
+	remaining float64 // seconds left on the preferred type
+	fastest   float64 // seconds left on the fastest type
 	critical  bool
 	quick     bool // short against the horizon: served before critical jobs
 	starving  bool // past its starvation bound: served first
@@ -106,35 +111,91 @@ type hadarJob struct {
 func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 	types := s.TypesFastestFirst()
 	capacity := s.Capacity()
-	totalGPUs := 0
-	for _, c := range capacity {
-		totalGPUs += c
-	}
-	jobs := sortedJobs(s)
-	hj := make([]*hadarJob, 0, len(jobs))
-	for _, j := range jobs {
-		h := &hadarJob{Job: j, rates: map[string]float64{}}
-		for _, t := range types {
-			if r := s.JobRate(j, t, j.Workers); r > 0 && capacity[t] > 0 {
-				h.rates[t] = r
-				h.prefs = append(h.prefs, t)
-			}
-		}
-		if len(h.prefs) == 0 || j.Workers > totalGPUs || j.RemainingSteps <= 0 {
-			continue // nothing here can run it
-		}
-		hj = append(hj, h)
-	}
+	hj := runnableJobs(s, types, capacity)
 	prices, horizon := p.balancePrices(hj, types, capacity)
 	fluid := p.fluidShares(s, hj, types, capacity)
 	if fluid != nil {
 		horizon = math.Max(p.fluid.end.Sub(s.Now).Seconds(), 0)
+		for _, h := range hj {
+			row := fluid[h.ID]
+			for t, name := range types {
+				h.share[t] = row[name]
+			}
+		}
 	}
 	for _, h := range hj {
 		h.fastest = h.RemainingSteps / h.bestRate()
 		horizon = math.Max(horizon, h.fastest)
 	}
-	share := func(h *hadarJob, t string) float64 { return fluid[h.ID][t] }
+	p.orderPrefs(hj, prices, horizon, totalGPUs(capacity))
+	p.markCritical(hj, types, capacity, horizon, fluid != nil)
+	for _, h := range hj {
+		h.quick = !h.critical && h.fastest <= p.QuickShare*horizon
+		h.starving = p.Starvation > 0 && s.Elapsed(h.Job) >= p.Starvation*fairShareTime(h, types, capacity, len(hj))
+	}
+	stableSort(hj, hadarBefore)
+	return p.place(s, hj, types, fluid != nil), nil
+}
+
+func totalGPUs(capacity map[string]int) int {
+	n := 0
+	for _, c := range capacity {
+		n += c
+	}
+	return n
+}
+
+// runnableJobs returns the snapshot's jobs that can run somewhere, in
+// arrival order, with their rates on each type and their types in order.
+// Rates are looked up once per job type and gang size (a free-shaped job's
+// rates depend on nothing else), not once per job.
+func runnableJobs(s *Snapshot, types []string, capacity map[string]int) []*hadarJob {
+	k := len(types)
+	jobs := sortedJobs(s)
+	all := make([]hadarJob, len(jobs))
+	rates := make([]float64, len(jobs)*k)
+	shares := make([]float64, len(jobs)*k)
+	prefs := make([]int, len(jobs)*k)
+	type rateKey struct {
+		jobType string
+		workers int
+	}
+	cache := make(map[rateKey][]float64, 64)
+	total := totalGPUs(capacity)
+	hj := make([]*hadarJob, 0, len(jobs))
+	for i, j := range jobs {
+		h := &all[i]
+		h.Job = j
+		h.rate, h.share, h.prefs = rates[i*k:(i+1)*k:(i+1)*k], shares[i*k:(i+1)*k:(i+1)*k], prefs[i*k:i*k:(i+1)*k]
+		key := rateKey{j.Type, j.Workers}
+		if cached, ok := cache[key]; ok && j.Shape.Free() {
+			copy(h.rate, cached)
+		} else {
+			for t, name := range types {
+				if r := s.JobRate(j, name, j.Workers); r > 0 && capacity[name] > 0 {
+					h.rate[t] = r
+				}
+			}
+			if j.Shape.Free() {
+				cache[key] = h.rate
+			}
+		}
+		for t, r := range h.rate {
+			if r > 0 {
+				h.prefs = append(h.prefs, t)
+			}
+		}
+		if len(h.prefs) == 0 || j.Workers > total || j.RemainingSteps <= 0 {
+			continue // nothing here can run it
+		}
+		hj = append(hj, h)
+	}
+	return hj
+}
+
+// orderPrefs sorts every job's types by preference and sets its remaining
+// time on the first.
+func (p *Hadar) orderPrefs(hj []*hadarJob, prices []float64, horizon float64, total int) {
 	// When every job's gang fits at once, no GPU type is scarce: its price
 	// is zero (complementary slackness) and every job prefers its fastest
 	// type; the order below only decides who gets a contended fast type.
@@ -144,11 +205,10 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 	for _, h := range hj {
 		demand += h.Workers
 	}
-	uncontended := float64(demand) <= p.Uncontended*float64(totalGPUs)
+	uncontended := float64(demand) <= p.Uncontended*float64(total)
 	for _, h := range hj {
 		if uncontended {
-			sort.SliceStable(h.prefs, func(a, b int) bool { return h.rates[h.prefs[a]] > h.rates[h.prefs[b]] })
-			h.remaining = h.fastest
+			h.preferFastest()
 			h.critical = h.fastest >= p.Critical*horizon
 			continue
 		}
@@ -161,33 +221,44 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 		// finish the job within the horizon comes after every type that can.
 		lead := false
 		for _, t := range h.prefs {
-			lead = lead || share(h, t) >= p.LeadShare
+			lead = lead || h.share[t] >= p.LeadShare
 		}
 		lead = lead && h.fastest >= p.LeadRemaining*horizon
-		fits := func(t string) bool { return h.RemainingSteps/h.rates[t] <= p.Critical*horizon }
-		sort.SliceStable(h.prefs, func(a, b int) bool {
-			ta, tb := h.prefs[a], h.prefs[b]
-			if xa, xb := share(h, ta), share(h, tb); lead && math.Abs(xa-xb) > p.ShareTie {
+		fits := func(t int) bool { return h.RemainingSteps/h.rate[t] <= p.Critical*horizon }
+		stableSort(h.prefs, func(ta, tb int) bool {
+			if xa, xb := h.share[ta], h.share[tb]; lead && math.Abs(xa-xb) > p.ShareTie {
 				return xa > xb
 			}
 			if fa, fb := fits(ta), fits(tb); fa != fb {
 				return fa
 			}
 			if !fits(ta) {
-				return h.rates[ta] > h.rates[tb]
+				return h.rate[ta] > h.rate[tb]
 			}
-			return prices[ta]/h.rates[ta] < prices[tb]/h.rates[tb]
+			return prices[ta]/h.rate[ta] < prices[tb]/h.rate[tb]
 		})
-		h.remaining = h.RemainingSteps / h.rates[h.prefs[0]]
+		h.remaining = h.RemainingSteps / h.rate[h.prefs[0]]
 		h.critical = h.fastest >= p.Critical*horizon
 	}
-	// Gangs wider than half a type's GPUs cannot run side by side there:
-	// their times add up. When such a chain nears the horizon, its longest
-	// job becomes critical.
-	for _, t := range types {
+}
+
+// preferFastest orders the job's types fastest first; its remaining time is
+// then the fastest.
+func (h *hadarJob) preferFastest() {
+	stableSort(h.prefs, func(a, b int) bool { return h.rate[a] > h.rate[b] })
+	h.remaining = h.fastest
+}
+
+// markCritical adds the critical jobs that chains of wide gangs make:
+// gangs wider than half a type's GPUs cannot run side by side there, so
+// their times add up, and when such a chain nears the horizon its longest
+// job becomes critical. Without a fluid plan, a critical job then wants its
+// fastest type (with one, the type the LP gives it).
+func (p *Hadar) markCritical(hj []*hadarJob, types []string, capacity map[string]int, horizon float64, fluid bool) {
+	for t, name := range types {
 		chain, longest := 0.0, (*hadarJob)(nil)
 		for _, h := range hj {
-			if h.prefs[0] == t && 2*h.Workers > capacity[t] {
+			if h.prefs[0] == t && 2*h.Workers > capacity[name] {
 				chain += h.remaining
 				if longest == nil || h.remaining > longest.remaining {
 					longest = h
@@ -198,29 +269,26 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 			longest.critical = true
 		}
 	}
+	if fluid {
+		return
+	}
 	for _, h := range hj {
-		if h.critical && fluid == nil {
-			// A critical job sets the makespan: it wants its fastest type
-			// (with a fluid plan, the type the LP gives it).
-			sort.SliceStable(h.prefs, func(a, b int) bool { return h.rates[h.prefs[a]] > h.rates[h.prefs[b]] })
-			h.remaining = h.fastest
+		if h.critical {
+			h.preferFastest()
 		}
 	}
-	for _, h := range hj {
-		h.quick = !h.critical && h.fastest <= p.QuickShare*horizon
-		h.starving = p.Starvation > 0 && s.Elapsed(h.Job) >= p.Starvation*fairShareTime(h, types, capacity, len(hj))
-	}
-	sort.SliceStable(hj, func(a, b int) bool { return hadarBefore(hj[a], hj[b]) })
+}
 
+// place lays the jobs out in priority order (hj is sorted).
+func (p *Hadar) place(s *Snapshot, hj []*hadarJob, types []string, fluid bool) *Plan {
 	pool := newFreePool(s.Nodes)
-	plan := NewPlan()
 	// Pass 1: every job on its preferred type, critical jobs on the best type
 	// that has room. Jobs that stay on their current type are placed first
 	// so that they keep their nodes.
-	chosen := map[string]string{}
-	left := map[string]int{}
-	for _, t := range types {
-		left[t] = pool.Free(t)
+	chosen := make(map[string]string, len(hj))
+	left := make([]int, len(types))
+	for t, name := range types {
+		left[t] = pool.Free(name)
 	}
 	var first []*Job
 	for _, h := range hj {
@@ -228,28 +296,31 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 		if h.critical || h.starving {
 			cands = h.prefs
 		}
-		if t := p.pickType(h, cands, left); t != "" {
+		if t := p.pickType(h, cands, left, types); t >= 0 {
 			left[t] -= h.Workers
-			chosen[h.ID] = t
+			chosen[h.ID] = types[t]
 			first = append(first, h.Job)
 		}
 	}
-	for id, tasks := range placeChosen(pool, first, chosen).Assignments {
-		plan.Assign(id, tasks...)
-	}
+	plan := placeChosen(pool, first, chosen)
 	// Pass 1b: GPUs still free go to the next jobs in priority order that
 	// the fluid plan runs on that type.
-	if fluid != nil {
-		for _, t := range types {
+	if fluid {
+		for t, name := range types {
+			free := pool.Free(name) // changes only when a job is placed
 			for _, h := range hj {
-				if pool.Free(t) == 0 {
+				if free == 0 {
 					break
 				}
-				if _, placed := plan.Assignments[h.ID]; placed || h.Workers > pool.Free(t) || share(h, t) < p.MinShare {
+				if h.share[t] < p.MinShare || h.Workers > free {
 					continue
 				}
-				if tasks := pool.placeOnType(h.Job, t); tasks != nil {
+				if _, placed := plan.Assignments[h.ID]; placed {
+					continue
+				}
+				if tasks := pool.placeOnType(h.Job, name); tasks != nil {
 					plan.Assign(h.ID, tasks...)
+					free = pool.Free(name)
 				}
 			}
 		}
@@ -265,20 +336,20 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 		}
 		var tasks []Task
 		for _, t := range h.prefs {
-			if pool.Free(t) >= h.Workers {
-				if tasks = pool.placeOnType(h.Job, t); tasks != nil {
+			if pool.Free(types[t]) >= h.Workers {
+				if tasks = pool.placeOnType(h.Job, types[t]); tasks != nil {
 					break
 				}
 			}
 		}
 		if tasks == nil {
-			tasks = spanTypes(pool, h)
+			tasks = spanTypes(pool, h, types)
 		}
 		if tasks != nil {
 			plan.Assign(h.ID, tasks...)
 		}
 	}
-	return plan, nil
+	return plan
 }
 
 // balancePrices finds GPU-type prices at which the jobs' choices (each job
@@ -286,8 +357,9 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 // equally, and returns them with the resulting load: the time the busiest
 // type needs for its share of the work, a fluid estimate of the remaining
 // makespan. It starts from the previous round's prices (the workload changes
-// little between rounds) and stops once the loads are within 1%.
-func (p *Hadar) balancePrices(jobs []*hadarJob, types []string, capacity map[string]int) (map[string]float64, float64) {
+// little between rounds) and stops once the loads are within 1%. The prices
+// are returned by type index (as in types).
+func (p *Hadar) balancePrices(jobs []*hadarJob, types []string, capacity map[string]int) ([]float64, float64) {
 	k := len(types)
 	prices := make([]float64, k)
 	for t, name := range types {
@@ -299,8 +371,8 @@ func (p *Hadar) balancePrices(jobs []*hadarJob, types []string, capacity map[str
 	// work[j*k+t] is job j's GPU-seconds on type t (0: cannot run there).
 	work := make([]float64, len(jobs)*k)
 	for j, h := range jobs {
-		for t, name := range types {
-			if r := h.rates[name]; r > 0 {
+		for t, r := range h.rate {
+			if r > 0 {
 				work[j*k+t] = float64(h.Workers) * h.RemainingSteps / r
 			}
 		}
@@ -359,7 +431,7 @@ func (p *Hadar) balancePrices(jobs []*hadarJob, types []string, capacity map[str
 	if math.IsInf(bestLoad, 1) {
 		bestLoad = 0
 	}
-	return out, bestLoad
+	return best, bestLoad
 }
 
 // fluidShares returns the fluid plan's shares for this round, solving the
@@ -390,10 +462,7 @@ func (p *Hadar) fluidShares(s *Snapshot, jobs []*hadarJob, types []string, capac
 		capv[t] = float64(capacity[name])
 	}
 	for i, h := range jobs {
-		thr[i] = make([]float64, len(types))
-		for t, name := range types {
-			thr[i][t] = h.rates[name]
-		}
+		thr[i] = append([]float64(nil), h.rate...)
 		scale[i] = float64(h.Workers)
 		remaining[i] = h.RemainingSteps
 	}
@@ -414,40 +483,43 @@ func (p *Hadar) fluidShares(s *Snapshot, jobs []*hadarJob, types []string, capac
 	return share
 }
 
-// pickType returns the first of cands with room for the job's gang, keeping
-// a running job on its current type unless moving saves more than the
-// migration penalty.
-func (p *Hadar) pickType(h *hadarJob, cands []string, left map[string]int) string {
-	cur := currentType(h.Current)
+// pickType returns the first of cands (type indices) with room for the
+// job's gang, keeping a running job on its current type unless moving saves
+// more than the migration penalty; -1 if none has room.
+func (p *Hadar) pickType(h *hadarJob, cands []int, left []int, types []string) int {
+	cur := -1
+	if name := currentType(h.Current); name != "" {
+		cur = indexOf(types, name)
+	}
 	for _, t := range cands {
 		if left[t] < h.Workers {
 			continue
 		}
-		if cur != "" && cur != t && p.MigrationPenalty > 0 && left[cur] >= h.Workers && h.rates[cur] > 0 {
-			saved := h.RemainingSteps/h.rates[cur] - h.RemainingSteps/h.rates[t]
+		if cur >= 0 && cur != t && p.MigrationPenalty > 0 && left[cur] >= h.Workers && h.rate[cur] > 0 {
+			saved := h.RemainingSteps/h.rate[cur] - h.RemainingSteps/h.rate[t]
 			if saved <= p.MigrationPenalty {
 				return cur
 			}
 		}
 		return t
 	}
-	return ""
+	return -1
 }
 
 // spanTypes places a gang across GPU types: the shortest prefix of the job's
 // types (by rate, fastest first) whose free GPUs hold the gang maximises the
 // slowest worker's rate.
-func spanTypes(pool *freePool, h *hadarJob) []Task {
-	byRate := append([]string(nil), h.prefs...)
-	sort.SliceStable(byRate, func(a, b int) bool { return h.rates[byRate[a]] > h.rates[byRate[b]] })
+func spanTypes(pool *freePool, h *hadarJob, types []string) []Task {
+	byRate := append([]int(nil), h.prefs...)
+	stableSort(byRate, func(a, b int) bool { return h.rate[a] > h.rate[b] })
 	need := h.Workers
 	var use []string
 	for _, t := range byRate {
-		if pool.Free(t) == 0 {
+		if pool.Free(types[t]) == 0 {
 			continue
 		}
-		use = append(use, t)
-		need -= pool.Free(t)
+		use = append(use, types[t])
+		need -= pool.Free(types[t])
 		if need <= 0 {
 			break
 		}
@@ -460,7 +532,7 @@ func spanTypes(pool *freePool, h *hadarJob) []Task {
 
 func (h *hadarJob) bestRate() float64 {
 	best := 0.0
-	for _, r := range h.rates {
+	for _, r := range h.rate {
 		best = math.Max(best, r)
 	}
 	return best
@@ -498,8 +570,8 @@ func fairShareTime(h *hadarJob, types []string, capacity map[string]int, n int) 
 	}
 	norm := math.Max(sum, 1)
 	rate := 0.0
-	for _, t := range types {
-		rate += float64(capacity[t]) / float64(n*h.Workers) / norm * h.rates[t]
+	for k, t := range types {
+		rate += float64(capacity[t]) / float64(n*h.Workers) / norm * h.rate[k]
 	}
 	if rate <= 0 {
 		return math.Inf(1)

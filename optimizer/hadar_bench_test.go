@@ -42,3 +42,17 @@ func usedGPUs(p *Plan) int {
 	}
 	return n
 }
+
+// BenchmarkHadarFreshRound is one round of a fresh hadar instance, as `hadar
+// bench --policy hadar --jobs 10000 --gpus 8192 --types 4` times it: with no
+// earlier round, the fluid LP and the prices are solved from scratch.
+// Target (issue 14, build point 6): under 0.3 s of CPU.
+func BenchmarkHadarFreshRound(b *testing.B) {
+	s := SyntheticSnapshot(10000, 8192, 4, 1)
+	for b.Loop() {
+		p, _ := New("hadar", Options{Seed: 1})
+		if _, err := p.Plan(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

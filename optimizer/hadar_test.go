@@ -416,24 +416,24 @@ func TestFairShareTime(t *testing.T) {
 	tests := []struct {
 		name    string
 		workers int
-		rates   map[string]float64
+		rates   []float64 // by type, as types
 		n       int
 		want    float64
 	}{
 		// 1/2 of 4 v100s and 4 k80s is more than a 1-GPU job can use: its
 		// time is split 1:1 over the types, rate (2+1)/2.
-		{name: "share larger than the gang", workers: 1, rates: map[string]float64{"v100": 2, "k80": 1}, n: 2, want: 600 / 1.5},
+		{name: "share larger than the gang", workers: 1, rates: []float64{2, 1}, n: 2, want: 600 / 1.5},
 		// 1/8 of each: 0.5 GPU of each type for a 1-GPU job, rate 1.5.
-		{name: "share equal to the gang", workers: 1, rates: map[string]float64{"v100": 2, "k80": 1}, n: 8, want: 600 / 1.5},
+		{name: "share equal to the gang", workers: 1, rates: []float64{2, 1}, n: 8, want: 600 / 1.5},
 		// 1/16 of each: a quarter of the time on each type, rate 0.75.
-		{name: "share smaller than the gang", workers: 1, rates: map[string]float64{"v100": 2, "k80": 1}, n: 16, want: 600 / 0.75},
+		{name: "share smaller than the gang", workers: 1, rates: []float64{2, 1}, n: 16, want: 600 / 0.75},
 		// A 4-GPU gang on 1/4 of each: a quarter of the time on each type.
-		{name: "gang", workers: 4, rates: map[string]float64{"v100": 8, "k80": 4}, n: 4, want: 600 / 3},
-		{name: "runs nowhere", workers: 1, rates: map[string]float64{}, n: 2, want: math.Inf(1)},
+		{name: "gang", workers: 4, rates: []float64{8, 4}, n: 4, want: 600 / 3},
+		{name: "runs nowhere", workers: 1, rates: []float64{0, 0}, n: 2, want: math.Inf(1)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := &hadarJob{Job: &Job{Workers: tc.workers, TotalSteps: 600}, rates: tc.rates}
+			h := &hadarJob{Job: &Job{Workers: tc.workers, TotalSteps: 600}, rate: tc.rates}
 			got := fairShareTime(h, types, capacity, tc.n)
 			if diff := cmp.Diff(tc.want, got, cmpopts.EquateApprox(1e-12, 0)); diff != "" {
 				t.Errorf("fair-share time (-want +got):\n%s", diff)

@@ -9,8 +9,9 @@ import (
 // independent data-parallel replicas of a job that train at once on
 // different nodes, each on GPUs of one type on one node, and are combined at
 // every round's end by averaging their parameters weighted by the steps they
-// did. The job then progresses at the sum of its copies' rates times a
-// combining efficiency (Throughputs.CopiesRate).
+// did. The job then progresses at the sum of its copies' rates times the
+// combining efficiency of that many copies (CopyEfficiency.At,
+// Throughputs.CopiesRate).
 //
 // A copy may hold fewer GPUs than the job's Workers: it is a replica with
 // fewer data-parallel workers, and the throughput matrix counts steps per
@@ -37,10 +38,13 @@ import (
 //     first, which lowers the average JCT (a job that finishes in this
 //     round anyway gets no more copies, which would idle soon). A job Hadar
 //     runs as a gang becomes copies (its task on each node a copy) only if
-//     that, plus new copies, beats its gang rate after the efficiency loss.
+//     that, plus new copies, beats its gang rate after the efficiency loss,
+//     and a job gets one more copy only if the efficiency at one more copy
+//     still leaves it faster: with the measured curve the speed-up grows
+//     slowly with the copies, so a slow copy may not pay.
 //  3. A job's steps for the round are split among its copies in proportion
 //     to their rates, so that they finish the round together; the shares sum
-//     to min(remaining steps, efficiency x summed rate x round).
+//     to min(remaining steps, efficiency(k) x summed rate x round).
 //
 // A job forks only when its Job.MaxCopies is at least 2: that is the limit
 // Check enforces, and Slurm jobs set it from their tag (copies=N). A host
@@ -52,8 +56,9 @@ type HadarE struct {
 	// MaxCopies is the copy limit of a job that sets none (0: the number of
 	// nodes).
 	MaxCopies int
-	// Efficiency scales the summed rate of a job's copies (0 means 1).
-	Efficiency float64
+	// Efficiency is the combining efficiency of k copies (the zero value
+	// means 1 for every k).
+	Efficiency CopyEfficiency
 	// Critical is the fraction of the fluid horizon above which a job's
 	// shortest possible time (all its copies on the best nodes) makes it
 	// critical.
@@ -77,12 +82,8 @@ func init() {
 // NewHadarE returns HadarE on top of the registered Hadar policy, with the
 // copy limit and efficiency of o.
 func NewHadarE(o Options) *HadarE {
-	eff := o.CopyEfficiency
-	if eff <= 0 {
-		eff = 1
-	}
 	h := NewHadar(o)
-	return &HadarE{Hadar: h, MaxCopies: o.MaxCopies, Efficiency: eff, Critical: h.Critical}
+	return &HadarE{Hadar: h, MaxCopies: o.MaxCopies, Efficiency: o.CopyEfficiency, Critical: h.Critical}
 }
 
 // Name implements Policy.
@@ -138,9 +139,9 @@ func (j *copyJob) before(o *copyJob) bool {
 	}
 }
 
-func (j *copyJob) rate(eff float64) float64 {
+func (j *copyJob) rate(eff CopyEfficiency) float64 {
 	if len(j.copies) > 0 {
-		return eff * j.raw
+		return eff.At(len(j.copies)) * j.raw
 	}
 	return j.gangRate
 }
@@ -155,9 +156,6 @@ func (j *copyJob) add(t Task, r float64) {
 // Plan implements Policy.
 func (p *HadarE) Plan(s *Snapshot) (*Plan, error) {
 	eff := p.Efficiency
-	if eff <= 0 {
-		eff = 1
-	}
 	base, err := p.Hadar.Plan(s)
 	if err != nil {
 		return nil, err
@@ -232,7 +230,7 @@ func (p *HadarE) Plan(s *Snapshot) (*Plan, error) {
 		if len(j.copies) == 0 {
 			continue
 		}
-		total := math.Min(j.RemainingSteps, eff*j.raw*round)
+		total := math.Min(j.RemainingSteps, eff.At(len(j.copies))*j.raw*round)
 		tasks := make([]Task, len(j.copies))
 		for i, t := range j.copies {
 			t.Copy = i + 1
@@ -246,14 +244,18 @@ func (p *HadarE) Plan(s *Snapshot) (*Plan, error) {
 
 // grow gives job j one more copy (a job Hadar runs as a gang first becomes
 // copies, and only if that beats the gang). It reports false when the job
-// can take no more.
-func (p *HadarE) grow(s *Snapshot, pool *freePool, j *copyJob, eff float64) bool {
+// can take no more, or when one more copy would not make it faster (the
+// efficiency at one more copy outweighs the copy's rate).
+func (p *HadarE) grow(s *Snapshot, pool *freePool, j *copyJob, eff CopyEfficiency) bool {
 	if len(j.copies) >= j.MaxCopies {
 		return false
 	}
 	if len(j.copies) > 0 || len(j.gang) == 0 {
 		t, r := bestCopy(s, pool, j)
 		if r <= 0 {
+			return false
+		}
+		if k := len(j.copies); k > 0 && eff.At(k+1)*(j.raw+r) <= eff.At(k)*j.raw {
 			return false
 		}
 		pool.use(t)
@@ -284,14 +286,14 @@ func (p *HadarE) grow(s *Snapshot, pool *freePool, j *copyJob, eff float64) bool
 	for i := range order {
 		order[i] = i
 	}
-	sort.SliceStable(order, func(a, b int) bool { return convRates[order[a]] > convRates[order[b]] })
+	stableSort(order, func(a, b int) bool { return convRates[a] > convRates[b] })
 	trial := &copyJob{Job: j.Job, nodes: map[string]bool{}}
 	for _, i := range order[:min(len(order), j.MaxCopies)] {
 		trial.add(Task{Node: conv[i].Node, Type: conv[i].Type, GPUs: conv[i].GPUs}, convRates[i])
 	}
 	// Add new copies until the job runs faster than as a gang.
 	var extra []Task
-	for len(trial.copies) < j.MaxCopies && (len(extra) == 0 || eff*trial.raw <= j.gangRate) {
+	for len(trial.copies) < j.MaxCopies && (len(extra) == 0 || trial.rate(eff) <= j.gangRate) {
 		t, r := bestCopy(s, pool, trial)
 		if r <= 0 {
 			break
@@ -300,7 +302,7 @@ func (p *HadarE) grow(s *Snapshot, pool *freePool, j *copyJob, eff float64) bool
 		extra = append(extra, t)
 		trial.add(t, r)
 	}
-	if eff*trial.raw <= j.gangRate {
+	if trial.rate(eff) <= j.gangRate {
 		for _, t := range extra {
 			pool.release(t)
 		}
@@ -330,8 +332,8 @@ func (p *HadarE) grow(s *Snapshot, pool *freePool, j *copyJob, eff float64) bool
 func bestCopy(s *Snapshot, pool *freePool, j *copyJob) (Task, float64) {
 	var best Task
 	bestRate, bestFree, bestHeld := 0.0, 0, false
-	for _, n := range pool.nodes {
-		free := pool.free[nodeKey(n.Name, n.Type)]
+	for i, n := range pool.nodes {
+		free := pool.free[pool.slot[i]]
 		if free <= 0 || j.nodes[n.Name] || !j.Shape.AllowsNode(n) {
 			continue
 		}
@@ -358,17 +360,19 @@ func bestCopy(s *Snapshot, pool *freePool, j *copyJob) (Task, float64) {
 
 // release returns a task's GPUs to the pool.
 func (p *freePool) release(t Task) {
-	p.free[nodeKey(t.Node, t.Type)] += t.GPUs
-	p.byType[t.Type] += t.GPUs
+	p.add(t, t.GPUs)
 }
 
 // classify marks the critical jobs: those whose shortest possible time
-// (as many copies as they may run, each on the node best for it, the whole
+// (the number of copies, up to its limit, that runs it fastest after the
+// efficiency at that number, each on the node best for it, the whole
 // cluster to themselves) is at least Critical times the fluid horizon (the
 // time the whole cluster needs for all the remaining work, every job spread
-// over every GPU at its best rate per GPU). Such a job must run wide from
-// now on, or it alone will set the makespan.
-func (p *HadarE) classify(s *Snapshot, cands []*copyJob, eff float64) {
+// over every GPU at its best rate per GPU, with no combining loss: the
+// bound the cluster's jobs reach when there are enough of them to fill it
+// without copies). Such a job must run wide from now on, or it alone will
+// set the makespan.
+func (p *HadarE) classify(s *Snapshot, cands []*copyJob, eff CopyEfficiency) {
 	type key struct {
 		jobType        string
 		workers, limit int
@@ -398,15 +402,17 @@ func (p *HadarE) classify(s *Snapshot, cands []*copyJob, eff float64) {
 					perGPU = math.Max(perGPU, r/float64(g))
 				}
 				byNode[n.Name] = math.Max(byNode[n.Name], copyRate)
-				sp.fluid += eff * float64(n.GPUs) * perGPU
+				sp.fluid += float64(n.GPUs) * perGPU
 			}
 			rates := make([]float64, 0, len(byNode))
 			for _, r := range byNode {
 				rates = append(rates, r)
 			}
 			sort.Sort(sort.Reverse(sort.Float64Slice(rates)))
-			for _, r := range rates[:min(len(rates), j.MaxCopies)] {
-				sp.wide += eff * r
+			sum := 0.0
+			for k, r := range rates[:min(len(rates), j.MaxCopies)] {
+				sum += r
+				sp.wide = math.Max(sp.wide, eff.At(k+1)*sum)
 			}
 			if j.Shape.Free() {
 				cache[k] = sp

@@ -120,11 +120,39 @@ func TestHadarEHandChecked(t *testing.T) {
 			// the shares, still 3:2:1, sum to 0.9 x 2160.
 			name: "efficiency scales the round's steps",
 			snap: withCopies(threeTypes().s, 3),
-			opts: Options{CopyEfficiency: 0.9},
+			opts: Options{CopyEfficiency: CopyEfficiency{Constant: 0.9}},
 			want: map[string][]Task{"a": {
 				{Node: "v", Type: "v100", GPUs: 1, Copy: 1, Steps: 972},
 				{Node: "p", Type: "p100", GPUs: 1, Copy: 2, Steps: 648},
 				{Node: "k", Type: "k80", GPUs: 1, Copy: 3, Steps: 324},
+			}},
+		},
+		{
+			// The measured curve: 2 copies run at 0.63 x (3+2) = 3.15
+			// steps/s, a third at 0.437 x 6 = 2.62 (speed-up 1.31, halfway
+			// between 2's 1.26 and 4's 1.36): the k80 copy does not pay, and
+			// the job runs 2 copies whose shares sum to 3.15 x 360.
+			name: "the measured curve stops where a copy does not pay",
+			snap: withCopies(threeTypes().s, 3),
+			opts: Options{CopyEfficiency: MeasuredCopyEfficiency()},
+			want: map[string][]Task{"a": {
+				{Node: "v", Type: "v100", GPUs: 1, Copy: 1, Steps: 680.4},
+				{Node: "p", Type: "p100", GPUs: 1, Copy: 2, Steps: 453.6},
+			}},
+		},
+		{
+			// The same curve with three equal nodes: a third copy adds
+			// (1.31 - 1.26) of a copy's rate, so it runs; shares 1.31 x 3 x
+			// 360 / 3 each. (Hadar's gang is on k, its tie-break among equal
+			// types: that task is copy 1.)
+			name: "the measured curve takes a copy that pays",
+			snap: withCopies(newSnapshot().node("v", "v100", 2).node("p", "p100", 2).node("k", "k80", 2).
+				job("a", 1, 1e6, map[string]float64{"v100": 3, "p100": 3, "k80": 3}).s, 3),
+			opts: Options{CopyEfficiency: MeasuredCopyEfficiency()},
+			want: map[string][]Task{"a": {
+				{Node: "k", Type: "k80", GPUs: 1, Copy: 1, Steps: 471.6},
+				{Node: "p", Type: "p100", GPUs: 1, Copy: 2, Steps: 471.6},
+				{Node: "v", Type: "v100", GPUs: 1, Copy: 3, Steps: 471.6},
 			}},
 		},
 		{
@@ -209,7 +237,7 @@ func TestHadarEGangStaysWhenCopiesLose(t *testing.T) {
 	for _, k80 := range []float64{1, 2} {
 		s := withCopies(newSnapshot().node("v", "v100", 1).node("k", "k80", 1).
 			job("a", 1, 1e6, map[string]float64{"v100": 10, "k80": k80}).s, 2)
-		got := planHadarE(t, s, Options{CopyEfficiency: 0.9})
+		got := planHadarE(t, s, Options{CopyEfficiency: CopyEfficiency{Constant: 0.9}})
 		copies := len(got.Assignments["a"]) > 0 && got.Assignments["a"][0].Copy > 0
 		if want := k80 == 2; copies != want {
 			t.Errorf("k80 at %g steps/s: copies = %v, want %v (plan %v)", k80, copies, want, got.Assignments)
@@ -246,16 +274,17 @@ func TestHadarECopyLimit(t *testing.T) {
 }
 
 // TestHadarERandomSnapshots checks HadarE's own promises on random
-// snapshots, busy and idle, at efficiencies 1 and 0.9: every plan passes
+// snapshots, busy and idle, at efficiencies 1 and 0.9 and the measured
+// curve: every plan passes
 // Check and is deterministic; a job that allows no copies runs as Hadar
 // places it; a job Hadar runs is never slowed down; copies stay within the
 // job's limit, on distinct nodes, each of at most the job's workers, numbered
 // 1..k, with step shares proportional to their rates that sum to
-// min(remaining, efficiency x summed rate x round); and no GPU Hadar used is
-// left idle.
+// min(remaining, efficiency(k) x summed rate x round); and no GPU Hadar used
+// is left idle.
 func TestHadarERandomSnapshots(t *testing.T) {
 	forked := 0
-	for _, eff := range []float64{1, 0.9} {
+	for _, eff := range []CopyEfficiency{{}, {Constant: 0.9}, MeasuredCopyEfficiency()} {
 		for seed := int64(0); seed < 40; seed++ {
 			rng := rand.New(rand.NewPCG(uint64(seed), 7))
 			jobs := []int{3, 8, 20, 60}[seed%4]
@@ -271,7 +300,7 @@ func TestHadarERandomSnapshots(t *testing.T) {
 					j.Current = prev.Assignments[j.ID]
 				}
 			}
-			name := fmt.Sprintf("eff %g seed %d", eff, seed)
+			name := fmt.Sprintf("eff %v seed %d", eff, seed)
 			opts := Options{CopyEfficiency: eff}
 			hadar := planOrFail(t, "hadar", s)
 			got := planHadarE(t, s, opts)
@@ -297,7 +326,7 @@ func TestHadarERandomSnapshots(t *testing.T) {
 					continue
 				}
 				forked++
-				rate := s.Throughput.CopiesRate(j.Type, tasks, eff)
+				rate := s.Throughput.CopiesRate(j.Type, tasks, eff.At(len(tasks)))
 				if hr := s.Throughput.PlacementRate(j.Type, j.Workers, hTasks); rate < hr*(1-1e-12) {
 					t.Errorf("%s: job %s runs at %g as copies, %g under hadar", name, j.ID, rate, hr)
 				}
@@ -320,7 +349,7 @@ func TestHadarERandomSnapshots(t *testing.T) {
 					raw += s.Throughput.Rate(j.Type, c.Type, c.GPUs)
 					steps += c.Steps
 				}
-				want := math.Min(j.RemainingSteps, eff*raw*s.Round.Seconds())
+				want := math.Min(j.RemainingSteps, eff.At(len(tasks))*raw*s.Round.Seconds())
 				if math.Abs(steps-want) > 1e-9*want {
 					t.Errorf("%s: job %s shares sum to %g, want %g", name, j.ID, steps, want)
 				}

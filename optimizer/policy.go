@@ -20,8 +20,10 @@ type Options struct {
 	Seed int64
 	// MaxCopies caps HadarE copies per job when the job sets no limit.
 	MaxCopies int
-	// CopyEfficiency scales the summed rate of HadarE copies (default 1.0).
-	CopyEfficiency float64
+	// CopyEfficiency is the combining efficiency of k HadarE copies, by k
+	// (the zero value: 1 for every k; MeasuredCopyEfficiency is the measured
+	// curve, the default of `hadar simulate` and hadar-slurmd).
+	CopyEfficiency CopyEfficiency
 	// MigrationPenalty is the work a running job loses when it moves (its
 	// restart cost); Hadar moves a job only when that saves more.
 	MigrationPenalty time.Duration
@@ -206,7 +208,7 @@ func New(name string, opts Options) (Policy, error) {
 	if !ok {
 		return nil, fmt.Errorf("unknown policy %q (known: %s)", name, strings.Join(Names(), ", "))
 	}
-	return guard(r.factory(opts)), nil
+	return guard(r.factory(opts), opts.MigrationPenalty), nil
 }
 
 // Names lists the registered policies, sorted.

@@ -218,3 +218,76 @@ func TestKeepNoStop(t *testing.T) {
 		})
 	}
 }
+
+// TestKeepNoStopMoves: a running job that may not be stopped moves only
+// where that saves more than the migration penalty; a job the plan had put
+// on the GPUs it keeps takes what the plan left free instead.
+func TestKeepNoStopMoves(t *testing.T) {
+	// a runs on s1 (rate 1 on slow, 2 on fast): 3600 steps left, so a move
+	// to fast saves 1800 s.
+	tests := []struct {
+		name    string
+		noStop  bool
+		penalty time.Duration
+		planned map[string][]Task
+		want    map[string]string
+	}{
+		{name: "a move that saves more than the penalty stays", noStop: true, penalty: time.Minute,
+			planned: map[string][]Task{"a": {{Node: "f1", Type: "fast", GPUs: 1}}},
+			want:    map[string]string{"a": "[f1:1]"}},
+		{name: "a move that saves less is undone", noStop: true, penalty: time.Hour,
+			planned: map[string][]Task{"a": {{Node: "f1", Type: "fast", GPUs: 1}}},
+			want:    map[string]string{"a": "[s1:1]"}},
+		{name: "a move to a slower node is undone, and the job planned on its GPUs takes the freed ones", noStop: true, penalty: time.Minute,
+			planned: map[string][]Task{"a": {{Node: "s2", Type: "slow", GPUs: 1}}, "b": {{Node: "s1", Type: "slow", GPUs: 1}}},
+			want:    map[string]string{"a": "[s1:1]", "b": "[s2:1]"}},
+		{name: "a job that may be stopped moves as planned", penalty: time.Hour,
+			planned: map[string][]Task{"a": {{Node: "s2", Type: "slow", GPUs: 1}}, "b": {{Node: "s1", Type: "slow", GPUs: 1}}},
+			want:    map[string]string{"a": "[s2:1]", "b": "[s1:1]"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSnapshot().node("s1", "slow", 1).node("s2", "slow", 1).node("f1", "fast", 1).
+				job("a", 1, 3600, map[string]float64{"slow": 1, "fast": 2}).
+				job("b", 1, 3600, map[string]float64{"slow": 1, "fast": 2}).s
+			s.Jobs[0].Current = []Task{{Node: "s1", Type: "slow", GPUs: 1}}
+			s.Jobs[0].NoStop = tc.noStop
+			plan := NewPlan()
+			for id, tasks := range tc.planned {
+				plan.Assign(id, tasks...)
+			}
+			got := KeepNoStop(s, plan, tc.penalty)
+			if err := Check(s, got); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, nodesOf(got)); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestKeepNoStopUndoesChains: a job that may not be stopped, kept where it
+// runs, finds its GPUs planned to another such job's move: that move is
+// undone too, so the plan stays within capacity.
+func TestKeepNoStopUndoesChains(t *testing.T) {
+	// a runs on f1 and is planned onto the slower s2 (undone); b runs on s1
+	// and is planned onto f1 (saves 1800 s, more than the penalty, but f1
+	// is a's again).
+	s := newSnapshot().node("s1", "slow", 1).node("s2", "slow", 1).node("f1", "fast", 1).
+		job("a", 1, 3600, map[string]float64{"slow": 1, "fast": 2}).
+		job("b", 1, 3600, map[string]float64{"slow": 1, "fast": 2}).s
+	s.Jobs[0].Current = []Task{{Node: "f1", Type: "fast", GPUs: 1}}
+	s.Jobs[1].Current = []Task{{Node: "s1", Type: "slow", GPUs: 1}}
+	s.Jobs[0].NoStop, s.Jobs[1].NoStop = true, true
+	plan := NewPlan()
+	plan.Assign("a", Task{Node: "s2", Type: "slow", GPUs: 1})
+	plan.Assign("b", Task{Node: "f1", Type: "fast", GPUs: 1})
+	got := KeepNoStop(s, plan, time.Minute)
+	if err := Check(s, got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"a": "[f1:1]", "b": "[s1:1]"}, nodesOf(got)); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+}

@@ -78,6 +78,28 @@ func (t Throughputs) CopiesRate(jobType string, tasks []Task, efficiency float64
 	return sum * efficiency
 }
 
+// BestRate is jobType's whole-gang rate with workers GPUs on the fastest GPU
+// type of capacity (GPUs per type) that can hold the gang; for a gang wider
+// than every type (it can only span types), its rate on the fastest type
+// there is. It is 0 when no type of capacity has a rate for the job.
+func (t Throughputs) BestRate(jobType string, workers int, capacity map[string]int) float64 {
+	holds, spanning := 0.0, 0.0
+	for h, c := range capacity {
+		if c <= 0 {
+			continue
+		}
+		r := t.Rate(jobType, h, workers)
+		spanning = max(spanning, r)
+		if c >= workers {
+			holds = max(holds, r)
+		}
+	}
+	if holds > 0 {
+		return holds
+	}
+	return spanning
+}
+
 // TypeSpeed scores a GPU type by its throughput relative to the best type,
 // averaged over the single-worker job types: 1 for a type that is fastest for
 // every job.

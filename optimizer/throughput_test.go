@@ -81,3 +81,30 @@ func TestOptimistic(t *testing.T) {
 		t.Errorf("Optimistic changed its receiver: %v", filled)
 	}
 }
+
+func TestBestRate(t *testing.T) {
+	thr := Throughputs{}
+	thr.Set("m", "v100", 1, 10)
+	thr.Set("m", "k80", 1, 2)
+	thr.Set("m", "v100", 8, 60)
+	thr.Set("m", "k80", 8, 12)
+	tests := []struct {
+		name     string
+		jobType  string
+		workers  int
+		capacity map[string]int
+		want     float64
+	}{
+		{"fastest type", "m", 1, map[string]int{"v100": 4, "k80": 4}, 10},
+		{"a type without GPUs is not counted", "m", 1, map[string]int{"v100": 0, "k80": 4}, 2},
+		{"the fastest type that holds the gang", "m", 8, map[string]int{"v100": 4, "k80": 8}, 12},
+		{"wider than every type: the fastest there is", "m", 8, map[string]int{"v100": 4, "k80": 4}, 60},
+		{"unknown model", "other", 1, map[string]int{"v100": 4}, 0},
+		{"no capacity", "m", 1, nil, 0},
+	}
+	for _, tc := range tests {
+		if got := thr.BestRate(tc.jobType, tc.workers, tc.capacity); got != tc.want {
+			t.Errorf("%s: BestRate = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -2,7 +2,6 @@ package optimizer
 
 import (
 	"math/rand/v2"
-	"sort"
 	"time"
 )
 
@@ -17,6 +16,7 @@ type Tiresias struct {
 	Thresholds  []float64
 	PromoteKnob float64
 
+	src     *rand.PCG // rng's source, kept to save its state
 	rng     *rand.Rand
 	lastRun map[string]time.Time
 	offset  map[string]float64 // attained service forgiven by promotion
@@ -25,9 +25,10 @@ type Tiresias struct {
 func init() {
 	Register("tiresias", "Tiresias: discretised 2D-LAS (GPU-time queues 3250/7200/18000 s), preemptive, starvation promotion, agnostic", func(o Options) Policy {
 		to := o.Tiresias.withDefaults()
+		src := rand.NewPCG(uint64(o.Seed), 0x94d049bb133111eb)
 		return &Tiresias{
 			Thresholds: append([]float64(nil), to.Thresholds...), PromoteKnob: to.PromoteKnob,
-			rng:     rand.New(rand.NewPCG(uint64(o.Seed), 0x94d049bb133111eb)),
+			src: src, rng: rand.New(src),
 			lastRun: map[string]time.Time{}, offset: map[string]float64{},
 		}
 	})
@@ -70,7 +71,7 @@ func (t *Tiresias) Plan(s *Snapshot) (*Plan, error) {
 			delete(t.offset, id)
 		}
 	}
-	sort.SliceStable(jobs, func(a, b int) bool { return t.queue(jobs[a]) < t.queue(jobs[b]) })
+	stableSort(jobs, func(a, b *Job) bool { return t.queue(a) < t.queue(b) })
 	return placeAgnostic(s, jobs, t.rng), nil
 }
 

@@ -155,6 +155,12 @@ type Snapshot struct {
 	// FastestFirst optionally caches TypesFastestFirst for drivers that plan
 	// many rounds over the same matrix and cluster; nil means compute it.
 	FastestFirst []string
+	// MidRound says the driver plans again within the round it planned
+	// last (the daemon looks again soon after a requeue, or on an arrival,
+	// to start what waited). A policy that works in whole rounds (Gavel's
+	// mechanism) keeps its last round's choices then; event-driven
+	// policies plan as in any round.
+	MidRound bool
 }
 
 // JobRate is job j's whole-job rate on GPU type h with workers GPUs, or 0

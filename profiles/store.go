@@ -447,6 +447,25 @@ func (s *Store) Throughputs(ctx context.Context) (optimizer.Throughputs, error) 
 	return out, nil
 }
 
+// Confirmed returns the cells whose value in use is this cluster's own: an
+// administrator's measurement, or what jobs' progress taught (learned, once
+// it outranks an imported value). The other cells (imported from a matrix
+// measured elsewhere, or the prior's) are what exploration is optimistic
+// about (optimizer.Throughputs.Optimistic).
+func (s *Store) Confirmed(ctx context.Context) (optimizer.Throughputs, error) {
+	rows, err := s.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("confirmed throughputs: %w", err)
+	}
+	out := optimizer.Throughputs{}
+	for _, r := range rows {
+		if r.InUse && (r.Source == SourceMeasured || r.Source == SourceLearned) {
+			out.Set(r.JobType, r.GPUType, r.Workers, r.StepsPerSecond)
+		}
+	}
+	return out, nil
+}
+
 // List returns every stored row, sorted by job type, GPU type, workers and
 // source, with InUse set on the rows Throughputs takes.
 func (s *Store) List(ctx context.Context) ([]Row, error) {

@@ -275,6 +275,9 @@ func TestPrecedence(t *testing.T) {
 		ops        []op
 		wantRate   float64
 		wantSource Source
+		// wantConfirmed: the cell is in Confirmed (its value in use is
+		// measured or learned here).
+		wantConfirmed bool
 	}{
 		{name: "imported only", ops: []op{{imported: ptr(10)}}, wantRate: 10, wantSource: SourceImported},
 		{name: "learned below min samples loses to imported",
@@ -282,23 +285,23 @@ func TestPrecedence(t *testing.T) {
 			wantRate: 10, wantSource: SourceImported},
 		{name: "learned at min samples beats imported",
 			ops:      []op{{imported: ptr(10)}, {observe: []float64{20, 20, 20}}},
-			wantRate: 20, wantSource: SourceLearned},
+			wantRate: 20, wantSource: SourceLearned, wantConfirmed: true},
 		{name: "configurable min samples",
 			minSamples: 1,
 			ops:        []op{{imported: ptr(10)}, {observe: []float64{30}}},
-			wantRate:   30, wantSource: SourceLearned},
+			wantRate:   30, wantSource: SourceLearned, wantConfirmed: true},
 		{name: "learned below min samples used when nothing else",
 			ops:      []op{{observe: []float64{7}}},
-			wantRate: 7, wantSource: SourceLearned},
+			wantRate: 7, wantSource: SourceLearned, wantConfirmed: true},
 		{name: "measured beats learned and imported",
 			ops:      []op{{imported: ptr(10)}, {observe: []float64{20, 20, 20, 20}}, {measured: ptr(5)}},
-			wantRate: 5, wantSource: SourceMeasured},
+			wantRate: 5, wantSource: SourceMeasured, wantConfirmed: true},
 		{name: "measured zero means cannot run",
 			ops:      []op{{imported: ptr(10)}, {measured: ptr(0)}},
-			wantRate: 0, wantSource: SourceMeasured},
+			wantRate: 0, wantSource: SourceMeasured, wantConfirmed: true},
 		{name: "reimport after measured keeps measured",
 			ops:      []op{{measured: ptr(5)}, {imported: ptr(10)}},
-			wantRate: 5, wantSource: SourceMeasured},
+			wantRate: 5, wantSource: SourceMeasured, wantConfirmed: true},
 		{name: "reimport replaces imported",
 			ops:      []op{{imported: ptr(10)}, {imported: ptr(12)}},
 			wantRate: 12, wantSource: SourceImported},
@@ -347,6 +350,13 @@ func TestPrecedence(t *testing.T) {
 			}
 			if diff := cmp.Diff([]Source{tc.wantSource}, inUse); diff != "" {
 				t.Errorf("sources in use (-want +got):\n%s", diff)
+			}
+			confirmed, err := s.Confirmed(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, got := confirmed[job][gpu][2]; got != tc.wantConfirmed {
+				t.Errorf("confirmed = %v, want %v", got, tc.wantConfirmed)
 			}
 		})
 	}

@@ -25,12 +25,14 @@ type PriorFunc func(known optimizer.Throughputs, jobTypes, gpuTypes []string) op
 // round), so learning one model's rate on a type also moves the prior of the
 // models not yet seen there.
 //
-// Exploration: a cell still on the prior is planned at (1 + Explore) times
-// the prior's estimate until it is learned, optimism in the face of
-// uncertainty. It changes a decision only where the prior's estimate comes
-// within that factor of the best known alternative, that is where the prior
-// cannot rule out that the type is the better one; there the job is tried on
-// the type, and one round later the cell is learned and the bonus gone. It
+// Exploration: a cell not yet planned at a learned value (the prior's, or
+// the imported matrix's, measured elsewhere) is planned at (1 + Explore)
+// times its value until the learned value takes over (at its first sample
+// for a prior cell, its third for an imported one), optimism in the face
+// of uncertainty. It changes a decision only where the value comes within
+// that factor of the best known alternative, that is where it cannot rule
+// out that the type is the better one; there the job is tried on the type
+// until its own rate replaces the value, and the bonus is gone. It
 // is a lazy form of Sia's bootstrapping, which profiles every new job on
 // every GPU type: hadar pays the try only where knowing could change the
 // placement. docs/learning.md measures it against no exploration.
@@ -180,6 +182,10 @@ func (l *learner) refit() {
 			}
 		}
 	}
+	// observed holds the cells planned at what was learned here; the others
+	// (the prior's, and imported ones measured on another cluster or off as
+	// --noise-rate makes them) are what exploration is optimistic about.
+	observed := optimizer.Throughputs{}
 	keys := make([]cellKey, 0, len(l.learned))
 	for k := range l.learned {
 		keys = append(keys, k)
@@ -190,6 +196,7 @@ func (l *learner) refit() {
 		_, imported := l.imported[k.job][k.gpu][k.workers]
 		if !imported || c.samples >= l.opts.MinSamples {
 			known.Set(k.job, k.gpu, k.workers, c.mean)
+			observed.Set(k.job, k.gpu, k.workers, c.mean)
 		}
 	}
 	l.known = known
@@ -197,7 +204,7 @@ func (l *learner) refit() {
 	if l.opts.Prior != nil {
 		l.filled = l.opts.Prior(known, l.jobTypes, l.gpuTypes)
 	}
-	l.plan = l.filled.Optimistic(known, l.opts.Explore)
+	l.plan = l.filled.Optimistic(observed, l.opts.Explore)
 }
 
 func (a cellKey) less(b cellKey) bool {

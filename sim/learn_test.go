@@ -67,11 +67,17 @@ func TestLearnerPrecedence(t *testing.T) {
 			},
 		},
 		{
-			name:    "exploration bonus on prior cells only, gone once learned",
+			// The imported v100 cell is as unconfirmed as the prior's k80
+			// one; each keeps the bonus until its learned value takes over
+			// (the prior's at the first sample, the imported at the third).
+			name:    "exploration bonus until the learned value takes over",
 			opts:    Learning{Prior: halfPrior, Explore: 0.5},
-			initial: map[string]float64{"v100": 2, "k80": 1.5},
+			initial: map[string]float64{"v100": 3, "k80": 1.5},
 			steps: []step{
-				{"k80", 1.2, true, map[string]float64{"v100": 2, "k80": 1.2}},
+				{"k80", 1.2, true, map[string]float64{"v100": 3, "k80": 1.2}},
+				{"v100", 2.5, false, map[string]float64{"v100": 3, "k80": 1.2}},
+				{"v100", 2.5, false, map[string]float64{"v100": 3, "k80": 1.2}},
+				{"v100", 2.5, true, map[string]float64{"v100": 2.5, "k80": 1.2}},
 			},
 		},
 		{

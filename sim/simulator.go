@@ -73,8 +73,10 @@ type Config struct {
 	// Truth (learn.go); nil plans with Throughputs as given.
 	Learn  *Learning
 	Policy optimizer.Policy
-	// CopyEfficiency scales HadarE copies' summed rate (default 1.0).
-	CopyEfficiency float64
+	// CopyEfficiency is the combining efficiency of k HadarE copies: k
+	// copies move their job at CopyEfficiency.At(k) times their summed rate
+	// (the zero value: 1 for every k).
+	CopyEfficiency optimizer.CopyEfficiency
 	// StepNoise, if positive, is the sigma of the lognormal factor each
 	// job's total steps is seen through by the policy (noise.go); jobs still
 	// complete at their true steps. NoiseSeed seeds the factors.
@@ -160,8 +162,8 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 	if cfg.Cluster.TotalGPUs() == 0 {
 		return nil, fmt.Errorf("simulate: the cluster has no GPUs")
 	}
-	if cfg.CopyEfficiency == 0 {
-		cfg.CopyEfficiency = 1
+	if err := cfg.CopyEfficiency.Validate(); err != nil {
+		return nil, fmt.Errorf("simulate: %w", err)
 	}
 	if err := checkSigma("steps", cfg.StepNoise); err != nil {
 		return nil, fmt.Errorf("simulate: %w", err)
@@ -245,7 +247,7 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 			exact := j.Job // the metric is of the true work
 			exact.TotalSteps = j.steps
 			j.isolated = isolatedTime(truth, &exact, capacity, len(active))
-			j.bestRate = bestRate(truth, &j.Job, capacity)
+			j.bestRate = truth.BestRate(j.Type, j.Workers, capacity)
 			next++
 		}
 		if len(active) == 0 {
@@ -403,9 +405,9 @@ func roundSteps(rate, round float64) float64 {
 
 // jobRate is the job's steps/s under tasks, and its number of HadarE copies
 // (0 for a gang placement).
-func jobRate(thr optimizer.Throughputs, copyEfficiency float64, j *optimizer.Job, tasks []optimizer.Task) (float64, int) {
+func jobRate(thr optimizer.Throughputs, copyEfficiency optimizer.CopyEfficiency, j *optimizer.Job, tasks []optimizer.Task) (float64, int) {
 	if len(tasks) > 0 && tasks[0].Copy > 0 {
-		return thr.CopiesRate(j.Type, tasks, copyEfficiency), len(tasks)
+		return thr.CopiesRate(j.Type, tasks, copyEfficiency.At(len(tasks))), len(tasks)
 	}
 	return thr.PlacementRate(j.Type, j.Workers, tasks), 0
 }
@@ -428,27 +430,6 @@ func checkRunnable(thr optimizer.Throughputs, tj TraceJob, capacity map[string]i
 		return fmt.Errorf("no GPU type in the cluster can run %q with %d workers", tj.JobType, tj.ScaleFactor)
 	}
 	return nil
-}
-
-// bestRate is the job's rate (steps/s for its whole gang) on the fastest
-// GPU type of the cluster that can hold it; for a gang wider than every
-// type (it can only span types), its rate on the fastest type there is.
-func bestRate(thr optimizer.Throughputs, j *optimizer.Job, capacity map[string]int) float64 {
-	holds, spanning := 0.0, 0.0
-	for h, c := range capacity {
-		if c == 0 {
-			continue
-		}
-		r := thr.Rate(j.Type, h, j.Workers)
-		spanning = math.Max(spanning, r)
-		if c >= j.Workers {
-			holds = math.Max(holds, r)
-		}
-	}
-	if holds > 0 {
-		return holds
-	}
-	return spanning
 }
 
 // isolatedTime is the job's completion time running alone on an equal 1/n
@@ -481,10 +462,4 @@ func isolatedTime(thr optimizer.Throughputs, j *optimizer.Job, capacity map[stri
 // of the same metrics (hadar simulate --daemon) use it.
 func IsolatedJCT(thr optimizer.Throughputs, jobType string, workers int, steps float64, capacity map[string]int, n int) float64 {
 	return isolatedTime(thr, &optimizer.Job{Type: jobType, Workers: workers, TotalSteps: steps}, capacity, max(n, 1))
-}
-
-// BestRate is a job's rate on the fastest GPU type of capacity that can
-// hold it (see Result.IdealGPUSecs).
-func BestRate(thr optimizer.Throughputs, jobType string, workers int, capacity map[string]int) float64 {
-	return bestRate(thr, &optimizer.Job{Type: jobType, Workers: workers}, capacity)
 }

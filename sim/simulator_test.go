@@ -163,15 +163,23 @@ func TestRunRejectsBadInput(t *testing.T) {
 	}
 }
 
-// TestRunIsDeterministic runs every policy twice over a generated trace on
-// the embedded matrix: the outcomes (all but the timing) must match, and the
-// simulator checks every plan's invariants on the way.
-func TestRunIsDeterministic(t *testing.T) {
+// arrivalsTrace is a 40-job trace with arrivals on the embedded matrix, for
+// tests that run every policy over it.
+func arrivalsTrace(t *testing.T) ([]TraceJob, optimizer.Throughputs) {
+	t.Helper()
 	thr := profiles.Default()
 	trace, err := Generate(GenerateOptions{Jobs: 40, Seed: 3, MultiGPU: true, ArrivalRate: 6, Throughputs: thr, ReferenceType: "v100"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return trace, thr
+}
+
+// TestRunIsDeterministic runs every policy twice over a generated trace on
+// the embedded matrix: the outcomes (all but the timing) must match, and the
+// simulator checks every plan's invariants on the way.
+func TestRunIsDeterministic(t *testing.T) {
+	trace, thr := arrivalsTrace(t)
 	for _, name := range optimizer.Names() {
 		t.Run(name, func(t *testing.T) {
 			var outs [2][]JobResult

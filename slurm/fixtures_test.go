@@ -45,6 +45,8 @@ type golden struct {
 	// GRES holds, for sinfo outputs without node names, each row's GRES
 	// columns; for slurmrestd JSON, each GRES string.
 	GRES [][]GRES `json:",omitempty"`
+	// Version is what a --version fixture parses to.
+	Version *Version `json:",omitempty"`
 	// Classified is the sentinel an errors/ fixture maps to ("" if none).
 	Classified string `json:",omitempty"`
 	Errors     []string
@@ -149,6 +151,14 @@ func parseFixture(fx Fixture) (golden, error) {
 	}
 	prog := argv[0]
 	switch {
+	case hasWord(argv, "--version"):
+		g.Parser = "ParseVersion"
+		v, err := ParseVersion(out)
+		if err != nil {
+			g.Errors = []string{err.Error()}
+		} else {
+			g.Version = &v
+		}
 	case prog == "scontrol" && hasWord(argv, "node", "nodes"):
 		g.Parser = "ParseNodes"
 		var errs []error

@@ -172,3 +172,22 @@ func TestFuzzHelpersValidUTF8(t *testing.T) {
 		t.Error("emulator sanitised its input")
 	}
 }
+
+func FuzzParseVersion(f *testing.F) {
+	seedFixtures(f, func(argv []string) bool { return len(argv) == 2 && argv[1] == "--version" })
+	for _, s := range []string{"slurm 24.05.0-0rc1\n", "slurm 25.05", "", "slurm 24", "slurm 1.2.3.4"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := ParseVersion(bytes.NewReader(b))
+		if err != nil {
+			return
+		}
+		if v.Major < 0 || v.Minor < 0 || v.Micro < 0 || v.Major > 9999 || v.Minor > 9999 || v.Micro > 9999 || v.Raw == "" {
+			t.Fatalf("ParseVersion(%q) = %+v", b, v)
+		}
+		if !strings.Contains(string(b), v.Raw) {
+			t.Fatalf("ParseVersion(%q): Raw %q is not in the input", b, v.Raw)
+		}
+	})
+}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hadar-sched/hadar/bridge"
+	"github.com/hadar-sched/hadar/config"
 )
 
 // --log-format picks slog's JSON or text handler; --log-level filters.
@@ -46,7 +46,7 @@ func TestLogFormat(t *testing.T) {
 			t.Errorf("%v: %q", c.args, out)
 		}
 	}
-	cfg := bridge.DefaultConfig()
+	cfg := config.Default()
 	cfg.Log.Level = "debug"
 	var buf bytes.Buffer
 	newLogger(cfg, &buf).Debug("shown")

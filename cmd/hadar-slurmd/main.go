@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/hadar-sched/hadar/bridge"
+	"github.com/hadar-sched/hadar/config"
+	"github.com/hadar-sched/hadar/jobproto"
 	"github.com/hadar-sched/hadar/profiles"
 )
 
@@ -65,7 +67,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("hadar-slurmd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	def := bridge.DefaultConfigPath
+	def := config.DefaultPath
 	if env := os.Getenv("HADAR_CONFIG"); env != "" {
 		def = env
 		o.configSet = true
@@ -89,8 +91,8 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 
 // loadConfig reads the config file (defaults if it is the default path and
 // missing) and applies the flags over it.
-func loadConfig(o options) (bridge.Config, string, error) {
-	cfg, found, err := bridge.LoadConfigOrDefault(o.config, !o.configSet)
+func loadConfig(o options) (config.Config, string, error) {
+	cfg, found, err := config.LoadOrDefault(o.config, !o.configSet)
 	if err != nil {
 		return cfg, "", err
 	}
@@ -108,9 +110,9 @@ func loadConfig(o options) (bridge.Config, string, error) {
 		cfg.Log.Level = o.logLevel
 	}
 	if o.round > 0 {
-		cfg.Round = bridge.Duration{Duration: o.round}
+		cfg.Round = config.Duration{Duration: o.round}
 		if cfg.MinRoundGap.Duration > o.round {
-			cfg.MinRoundGap = bridge.Duration{Duration: o.round}
+			cfg.MinRoundGap = config.Duration{Duration: o.round}
 		}
 	}
 	if o.policy != "" {
@@ -119,7 +121,7 @@ func loadConfig(o options) (bridge.Config, string, error) {
 	return cfg, src, cfg.Validate()
 }
 
-func newLogger(cfg bridge.Config, w io.Writer) *slog.Logger {
+func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(cfg.Log.Level))
 	opts := &slog.HandlerOptions{Level: lvl}
@@ -200,7 +202,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	defer b.Close()
 	if !cfg.DryRun {
-		if err := bridge.EnsureProgressDir(cfg.SpoolDir); err != nil {
+		if err := jobproto.EnsureProgressDir(cfg.SpoolDir); err != nil {
 			log.Warn("cannot create the progress directory; jobs cannot report progress", "dir", cfg.SpoolDir, "err", err)
 		}
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/hadar-sched/hadar/bridge"
+	"github.com/hadar-sched/hadar/config"
 	"github.com/hadar-sched/hadar/profiles"
 )
 
@@ -15,7 +15,7 @@ func configFlag() cli.Flag {
 	return &cli.StringFlag{
 		Name:    "config",
 		EnvVars: []string{"HADAR_CONFIG"},
-		Value:   bridge.DefaultConfigPath,
+		Value:   config.DefaultPath,
 		Usage:   "hadar-slurmd's config `FILE`",
 	}
 }
@@ -34,13 +34,13 @@ func configPath(c *cli.Context, arg string) (string, bool) {
 			}
 		}
 	}
-	return bridge.DefaultConfigPath, false
+	return config.DefaultPath, false
 }
 
 // loadDaemonConfig reads hadar-slurmd's config the way the daemon does.
-func loadDaemonConfig(c *cli.Context, arg string) (bridge.Config, string, bool, error) {
+func loadDaemonConfig(c *cli.Context, arg string) (config.Config, string, bool, error) {
 	path, named := configPath(c, arg)
-	cfg, found, err := bridge.LoadConfigOrDefault(path, !named)
+	cfg, found, err := config.LoadOrDefault(path, !named)
 	return cfg, path, found, err
 }
 
@@ -88,7 +88,7 @@ func configCommand() *cli.Command {
 					if os.Geteuid() != 0 && cfg.DataDir != profiles.SystemDir {
 						fmt.Fprintf(w, "# (data_dir's default depends on the user; as root it is /var/lib/hadar.)\n")
 					}
-					_, err = w.Write(bridge.FormatConfig(cfg))
+					_, err = w.Write(config.Format(cfg))
 					return err
 				},
 			},

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/hadar-sched/hadar/bridge"
+	"github.com/hadar-sched/hadar/config"
 )
 
 func TestConfigCheck(t *testing.T) {
@@ -30,15 +30,15 @@ func TestConfigCheck(t *testing.T) {
 	if !strings.HasPrefix(out, "# ../../contrib/hadar.toml is valid.") {
 		t.Errorf("output:\n%s", out)
 	}
-	back, err := bridge.ParseConfig([]byte(out), "output")
+	back, err := config.Parse([]byte(out), "output")
 	if err != nil {
 		t.Fatalf("output does not load: %v\n%s", err, out)
 	}
-	want, _ := bridge.LoadConfig("../../contrib/hadar.toml")
+	want, _ := config.Load("../../contrib/hadar.toml")
 	if diff := cmp.Diff(want, back, cmp.Comparer(func(a, b map[string]string) bool { return len(a)+len(b) == 0 || cmp.Equal(a, b) })); diff != "" {
 		t.Errorf("printed config differs (-file +printed):\n%s", diff)
 	}
-	for _, k := range bridge.ConfigKeys() {
+	for _, k := range config.Keys() {
 		short := k.Key[strings.LastIndexByte(k.Key, '.')+1:]
 		if k.Kind == "map" {
 			short = "[" + k.Key + "]"
@@ -86,9 +86,9 @@ func TestConfigCheck(t *testing.T) {
 		t.Errorf("missing named file: %v", err)
 	}
 	t.Setenv("HADAR_CONFIG", "")
-	if _, err := os.Stat(bridge.DefaultConfigPath); err != nil {
+	if _, err := os.Stat(config.DefaultPath); err != nil {
 		out, err := runHadar(t, "config", "check")
-		if err != nil || !strings.Contains(out, bridge.DefaultConfigPath+" does not exist: hadar-slurmd runs on the defaults") {
+		if err != nil || !strings.Contains(out, config.DefaultPath+" does not exist: hadar-slurmd runs on the defaults") {
 			t.Errorf("missing default file: %v\n%s", err, out)
 		}
 	}

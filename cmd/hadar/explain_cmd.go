@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hadar-sched/hadar/bridge"
+	"github.com/hadar-sched/hadar/jobproto"
 	"github.com/hadar-sched/hadar/optimizer"
 	"github.com/hadar-sched/hadar/slurm"
 )
@@ -231,7 +232,7 @@ func explainRound(dr *dryRound, id string) (explainOutput, error) {
 		}
 		return out, nil
 	}
-	if t, err := bridge.ParseTag(raw.Comment); err == nil {
+	if t, err := jobproto.ParseTag(raw.Comment); err == nil {
 		out.Tag = &explainTag{Model: printable(t.Model), Steps: t.Steps, Copies: t.Copies, Weight: t.Weight}
 		out.ModelAsked = printable(t.Model)
 	}
@@ -285,30 +286,32 @@ func typeTable(rep bridge.RoundReport, jv *bridge.JobView, tp optimizer.Throughp
 		if !n.Usable {
 			continue
 		}
-		et := byType[n.Type]
-		if et == nil {
-			et = &explainType{Type: n.Type, SiteNames: []string{}, PlannedFor: []string{}, Rate: tp.Rate(jv.Model, n.Type, jv.Workers)}
-			byType[n.Type] = et
-			order = append(order, n.Type)
-		}
-		for site := range n.SiteTypes {
-			if !hasString(et.SiteNames, site) {
-				et.SiteNames = append(et.SiteNames, site)
+		// A node used per GPU type (Slurm 24.11) counts under each type.
+		for _, p := range n.TypePools() {
+			et := byType[p.Type]
+			if et == nil {
+				et = &explainType{Type: p.Type, SiteNames: []string{}, PlannedFor: []string{}, Rate: tp.Rate(jv.Model, p.Type, jv.Workers)}
+				byType[p.Type] = et
+				order = append(order, p.Type)
 			}
+			if !hasString(et.SiteNames, p.Site) {
+				et.SiteNames = append(et.SiteNames, p.Site)
+			}
+			free := after[poolKey(n.Name, p.Type)]
+			et.Nodes++
+			if p.Total >= jv.GPUsPerNode {
+				et.FitNodes++
+			}
+			et.FreeNow += n.AvailableOf(p)
+			et.FreeAfterPlan += free
+			et.MaxFreeOnNode = max(et.MaxFreeOnNode, free)
+			if free >= jv.GPUsPerNode {
+				et.FitFreeNodes++
+			}
+			et.Total += p.Total
+			et.Others += max(0, p.Used-p.Hadar)
+			et.Reserved += p.Reserved
 		}
-		et.Nodes++
-		if n.Total >= jv.GPUsPerNode {
-			et.FitNodes++
-		}
-		et.FreeNow += n.Available()
-		et.FreeAfterPlan += after[n.Name]
-		et.MaxFreeOnNode = max(et.MaxFreeOnNode, after[n.Name])
-		if after[n.Name] >= jv.GPUsPerNode {
-			et.FitFreeNodes++
-		}
-		et.Total += n.Total
-		et.Others += max(0, n.Used-n.Hadar)
-		et.Reserved += n.Reserved
 	}
 	for _, d := range rep.Decisions {
 		switch d.Kind {
@@ -317,8 +320,10 @@ func typeTable(rep bridge.RoundReport, jv *bridge.JobView, tp optimizer.Throughp
 			continue
 		}
 		for _, name := range d.ToNodes {
-			if n := v.Node(name); n != nil && n.Usable && byType[n.Type] != nil && !hasString(byType[n.Type].PlannedFor, d.JobID) {
-				byType[n.Type].PlannedFor = append(byType[n.Type].PlannedFor, d.JobID)
+			if n := v.Node(name); n != nil && n.Usable {
+				if et := byType[decisionType(n, d)]; et != nil && !hasString(et.PlannedFor, d.JobID) {
+					et.PlannedFor = append(et.PlannedFor, d.JobID)
+				}
 			}
 		}
 	}
@@ -344,15 +349,17 @@ func typeTable(rep bridge.RoundReport, jv *bridge.JobView, tp optimizer.Throughp
 	return out
 }
 
-// freeAfterPlan is, per node hadar uses, the GPUs the policy could hand
-// out this round minus what the round's decisions give to tagged jobs
-// (kept, moved and placed ones).
+// freeAfterPlan is, per node hadar uses and GPU type (poolKey), the GPUs
+// the policy could hand out this round minus what the round's decisions
+// give to tagged jobs (kept, moved and placed ones).
 func freeAfterPlan(rep bridge.RoundReport) map[string]int {
 	v := rep.View
 	free := map[string]int{}
 	for _, n := range v.Nodes {
 		if n.Usable {
-			free[n.Name] = n.Available()
+			for _, p := range n.TypePools() {
+				free[poolKey(n.Name, p.Type)] = n.AvailableOf(p)
+			}
 		}
 	}
 	for _, d := range rep.Decisions {
@@ -365,13 +372,32 @@ func freeAfterPlan(rep bridge.RoundReport) map[string]int {
 		if jv == nil {
 			continue
 		}
-		for _, n := range d.ToNodes {
-			if _, ok := free[n]; ok {
-				free[n] = max(0, free[n]-jv.GPUsPerNode)
+		for _, name := range d.ToNodes {
+			n := v.Node(name)
+			if n == nil {
+				continue
+			}
+			if k := poolKey(name, decisionType(n, d)); n.Usable {
+				if _, ok := free[k]; ok {
+					free[k] = max(0, free[k]-jv.GPUsPerNode)
+				}
 			}
 		}
 	}
 	return free
+}
+
+// poolKey names a node's GPUs of one type (freeAfterPlan).
+func poolKey(node, gpuType string) string { return node + "\x00" + gpuType }
+
+// decisionType is the GPU type a decision's job holds on node n: the
+// node's one type, or on a node used per type the decision's (one-node
+// jobs only go there).
+func decisionType(n *bridge.NodeView, d bridge.Decision) string {
+	if n.Pools != nil {
+		return d.GPUType
+	}
+	return n.Type
 }
 
 // explainClass writes the summary and details for a tagged job.

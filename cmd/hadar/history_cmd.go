@@ -12,7 +12,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/hadar-sched/hadar/bridge"
+	"github.com/hadar-sched/hadar/config"
+	"github.com/hadar-sched/hadar/internal/statedb"
 )
 
 func historyCommand() *cli.Command {
@@ -45,7 +46,7 @@ func historyCommand() *cli.Command {
 				if err != nil {
 					return fmt.Errorf("history: %w (or give --db)", err)
 				}
-				path = filepath.Join(cfg.DataDir, bridge.StateFile)
+				path = filepath.Join(cfg.DataDir, statedb.File)
 			}
 			now := time.Now()
 			h, err := loadHistory(c, path, now.Add(-c.Duration("since")), now)
@@ -74,16 +75,16 @@ type history struct {
 	path       string
 	from, to   time.Time
 	hasHistory bool
-	rounds     []bridge.RoundRecord
-	decisions  []bridge.DecisionRow
-	actions    []bridge.HistoryAction
-	gpus       []bridge.GPUSample
-	queue      []bridge.QueueSample
-	spans      []bridge.JobSpan
+	rounds     []statedb.Round
+	decisions  []statedb.Decision
+	actions    []statedb.Action
+	gpus       []statedb.GPUSample
+	queue      []statedb.QueueSample
+	spans      []statedb.JobSpan
 }
 
 func loadHistory(c *cli.Context, path string, from, to time.Time) (*history, error) {
-	db, err := bridge.OpenHistory(c.Context, path)
+	db, err := statedb.OpenHistory(c.Context, path)
 	if err != nil {
 		return nil, fmt.Errorf("history: %w", err)
 	}
@@ -124,7 +125,7 @@ type typeUtil struct {
 // utilization averages each type's samples, each weighted by the time to
 // the type's next sample (the last one by the mean gap).
 func (h *history) utilization() []typeUtil {
-	by := map[string][]bridge.GPUSample{}
+	by := map[string][]statedb.GPUSample{}
 	for _, g := range h.gpus {
 		by[g.Type] = append(by[g.Type], g)
 	}
@@ -338,8 +339,8 @@ func shortDuration(d time.Duration) string {
 	case d < time.Minute:
 		return fmt.Sprintf("%.1fs", d.Seconds())
 	case d < time.Hour:
-		return bridge.FormatDuration(d.Round(time.Second))
+		return config.FormatDuration(d.Round(time.Second))
 	default:
-		return bridge.FormatDuration(d.Round(time.Minute))
+		return config.FormatDuration(d.Round(time.Minute))
 	}
 }

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hadar-sched/hadar/bridge"
 	"github.com/hadar-sched/hadar/internal/histtest"
+	"github.com/hadar-sched/hadar/internal/statedb"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -30,7 +30,7 @@ func TestHistory(t *testing.T) {
 	t.Setenv("HADAR_CONFIG", "")
 	t.Setenv("HADAR_STATE_DB", "")
 	dir := t.TempDir()
-	db := filepath.Join(dir, "data", bridge.StateFile)
+	db := filepath.Join(dir, "data", statedb.File)
 	if err := histtest.WriteState(context.Background(), db, time.Now()); err != nil {
 		t.Fatal(err)
 	}

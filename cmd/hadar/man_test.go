@@ -19,7 +19,7 @@ func TestManPages(t *testing.T) {
 	manpage.Lint(t, manpage.HadarFile, page)
 	manpage.CheckGolden(t, filepath.Join("..", "..", "man", manpage.HadarFile), page)
 
-	src, err := os.ReadFile(filepath.Join("..", "..", "bridge", "config.go"))
+	src, err := os.ReadFile(filepath.Join("..", "..", "config", "config.go"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hadar-sched/hadar/bridge"
+	"github.com/hadar-sched/hadar/config"
+	"github.com/hadar-sched/hadar/internal/statedb"
 	"github.com/hadar-sched/hadar/profiles"
 	"github.com/hadar-sched/hadar/slurm"
 )
@@ -31,11 +33,11 @@ var slurmRunner = func(binDir string) slurm.Runner { return slurm.ExecRunner{Bin
 
 // defaultConfigPath is where plan and explain look for hadar-slurmd's
 // config (a variable for tests).
-var defaultConfigPath = bridge.DefaultConfigPath
+var defaultConfigPath = config.DefaultPath
 
 // configDefaults is the config used without a config file (a variable for
 // tests, which point its data_dir away from the machine's).
-var configDefaults = bridge.DefaultConfig
+var configDefaults = config.Default
 
 // dryRoundFlags are the flags shared by plan and explain.
 func dryRoundFlags() []cli.Flag {
@@ -53,7 +55,7 @@ func dryRoundFlags() []cli.Flag {
 // throwaway copy of its databases.
 type dryRound struct {
 	Report bridge.RoundReport
-	Config bridge.Config
+	Config config.Config
 	// Sources says where the config, the throughput matrix and the state
 	// came from (for the reader: a plan is only as good as its inputs).
 	Sources []string
@@ -77,7 +79,7 @@ func runDryRound(c *cli.Context) (*dryRound, error) {
 	}
 	cfgPath := c.String("config")
 	explicit := c.IsSet("config")
-	cfg, found, err := bridge.LoadConfigOrDefault(cfgPath, !explicit)
+	cfg, found, err := config.LoadOrDefault(cfgPath, !explicit)
 	if err == nil && !found {
 		cfg = configDefaults()
 	}
@@ -104,7 +106,7 @@ func runDryRound(c *cli.Context) (*dryRound, error) {
 	if daemonDB == "" {
 		daemonDB = filepath.Join(cfg.DataDir, profiles.DBFile)
 	}
-	daemonState := filepath.Join(cfg.DataDir, bridge.StateFile)
+	daemonState := filepath.Join(cfg.DataDir, statedb.File)
 
 	tmp, err := os.MkdirTemp("", "hadar-plan-")
 	if err != nil {
@@ -124,10 +126,10 @@ func runDryRound(c *cli.Context) (*dryRound, error) {
 		_ = os.Remove(dbCopy)
 		sources = append(sources, fmt.Sprintf("throughputs: built-in defaults (%s: %s)", daemonDB, shortErr(err)))
 	}
-	if err := snapshotDB(ctx, daemonState, filepath.Join(tmp, bridge.StateFile)); err == nil {
+	if err := snapshotDB(ctx, daemonState, filepath.Join(tmp, statedb.File)); err == nil {
 		sources = append(sources, "state: a copy of "+daemonState)
 	} else {
-		_ = os.Remove(filepath.Join(tmp, bridge.StateFile))
+		_ = os.Remove(filepath.Join(tmp, statedb.File))
 		sources = append(sources, fmt.Sprintf("state: none (%s: %s); jobs hadar released but Slurm has not started yet look like Slurm's own, progress is estimated from run time", daemonState, shortErr(err)))
 	}
 	store, err := profiles.Open(ctx, dbCopy)
@@ -238,6 +240,12 @@ func (r *readOnlyCluster) Jobs(ctx context.Context) ([]slurm.Job, error) {
 	return jobs, err
 }
 func (r *readOnlyCluster) Nodes(ctx context.Context) ([]slurm.Node, error) { return r.c.Nodes(ctx) }
+
+// SlurmVersion is a read too: the dry round uses nodes with several GPU
+// types as the daemon does on this Slurm (bridge.SlurmVersioner).
+func (r *readOnlyCluster) SlurmVersion(ctx context.Context) (slurm.Version, error) {
+	return r.c.SlurmVersion(ctx)
+}
 func (r *readOnlyCluster) JobDetails(ctx context.Context) ([]slurm.JobDetail, error) {
 	return r.c.JobDetails(ctx)
 }
@@ -371,7 +379,16 @@ func buildPlan(dr *dryRound) planOutput {
 	}
 	if rep.View != nil {
 		for _, n := range rep.View.Nodes {
-			out.Nodes = append(out.Nodes, planNode{Name: n.Name, State: n.State, GPUType: n.Type, SiteTypes: n.SiteTypes,
+			gpuType := n.Type
+			if n.Pools != nil {
+				// A node used per GPU type (Slurm 24.11): "a100+v100".
+				var ts []string
+				for _, p := range n.Pools {
+					ts = append(ts, p.Type)
+				}
+				gpuType = strings.Join(ts, "+")
+			}
+			out.Nodes = append(out.Nodes, planNode{Name: n.Name, State: n.State, GPUType: gpuType, SiteTypes: n.SiteTypes,
 				Total: n.Total, Used: n.Used, Available: n.Available(), Usable: n.Usable, Why: n.Why})
 		}
 	}

@@ -10,13 +10,16 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/hadar-sched/hadar/bridge"
+	"github.com/hadar-sched/hadar/config"
+	"github.com/hadar-sched/hadar/internal/statedb"
+	"github.com/hadar-sched/hadar/jobproto"
 	"github.com/hadar-sched/hadar/profiles"
 	"github.com/hadar-sched/hadar/slurm"
 )
@@ -46,7 +49,7 @@ func squeueOutput(jobs ...qjob) []byte {
 		}
 		if reason == "" {
 			reason = "None"
-			if state == "PENDING" && bridge.IsTagged(comment) {
+			if state == "PENDING" && jobproto.IsTagged(comment) {
 				reason = "JobHeldUser"
 			}
 		}
@@ -130,8 +133,8 @@ func isolate(t *testing.T) (tmp string) {
 	t.Setenv("HADAR_SLURM_BIN_DIR", "")
 	old, oldDefaults := defaultConfigPath, configDefaults
 	defaultConfigPath = filepath.Join(dir, "etc", "hadar.toml")
-	configDefaults = func() bridge.Config {
-		c := bridge.DefaultConfig()
+	configDefaults = func() config.Config {
+		c := config.Default()
 		c.DataDir = filepath.Join(dir, "no-daemon")
 		c.SpoolDir = filepath.Join(dir, "no-spool")
 		return c
@@ -167,12 +170,13 @@ func onlyReads(t *testing.T, r *slurm.FakeRunner) {
 	t.Helper()
 	for _, c := range r.Calls() {
 		k := slurm.FakeKey(c...)
-		if k != slurm.FakeKey(slurm.JobQueryArgs...) && k != slurm.FakeKey(slurm.NodeQueryArgs...) && k != slurm.FakeKey(slurm.JobDetailQueryArgs...) {
-			t.Errorf("ran %q: plan and explain may only read (squeue, scontrol show node, scontrol show job)", k)
+		if k != slurm.FakeKey(slurm.JobQueryArgs...) && k != slurm.FakeKey(slurm.NodeQueryArgs...) && k != slurm.FakeKey(slurm.JobDetailQueryArgs...) &&
+			k != slurm.FakeKey(slurm.VersionArgs...) {
+			t.Errorf("ran %q: plan and explain may only read (squeue, scontrol show node, scontrol show job, scontrol --version)", k)
 		}
 	}
-	if len(r.Calls()) != 3 {
-		t.Errorf("ran %d Slurm commands, want 3 (one squeue, one scontrol show node, one scontrol show job): %v", len(r.Calls()), r.Calls())
+	if len(r.Calls()) != 4 {
+		t.Errorf("ran %d Slurm commands, want 4 (one squeue, one scontrol show node, one scontrol show job, one scontrol --version): %v", len(r.Calls()), r.Calls())
 	}
 }
 
@@ -301,6 +305,67 @@ func TestPlanSiteLayout(t *testing.T) {
 	}
 }
 
+// TestPlanSiteLayout2411: on Slurm 24.11 (scontrol --version) the node
+// with two GPU types is planned on per type, as the daemon does: a job
+// placed there (its only free GPU is an A100: the v100 nodes are taken or
+// slower, the A100 node drained) is retyped in the node's spelling before
+// its NodeList pin.
+func TestPlanSiteLayout2411(t *testing.T) {
+	isolate(t)
+	r := fakeSlurm(siteNodes(t),
+		qjob{id: "1", state: "RUNNING", gres: "gres:gpu:tesla_v100-sxm2-32gb:4", nodes: "gpu-v100-01"},
+		qjob{id: "6", comment: "hadar model=resnet50-bs64 steps=100", gres: "gres:gpu:1"},
+	)
+	if err := r.SetFixture(slurm.VersionArgs, "../../slurm/testdata/scontrol-version/24.11.5-debian13.txt"); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runCLI(t, r, "plan", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := decodePlan(t, out)
+	for _, n := range p.Nodes {
+		if n.Name == "gpu-mix-01" && (!n.Usable || n.Why != "" || !strings.Contains(n.GPUType, "+")) {
+			t.Errorf("gpu-mix-01 = %+v, want usable per type", n)
+		}
+	}
+	if d := decisionsByJob(p)["6"]; d.Decision != "place" || strings.Join(d.Nodes, ",") != "gpu-mix-01" {
+		t.Fatalf("job 6: %+v, want a place on gpu-mix-01", d)
+	}
+	var cmds []string
+	for _, a := range p.Actions {
+		cmds = append(cmds, a.Command)
+	}
+	want := []string{"scontrol update JobId=6 Gres=gpu:NVlink_A100_40GB:1", "scontrol update JobId=6 NodeList=gpu-mix-01"}
+	if len(cmds) < 2 || !slices.Equal(cmds[:2], want) {
+		t.Errorf("actions %q, want %q first", cmds, want)
+	}
+	onlyReads(t, r)
+	// explain counts the mixed node under each of its types, with the
+	// type's own site name.
+	out, _, err = runCLI(t, r, "explain", "--json", "6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ex struct {
+		Types []struct {
+			Type      string   `json:"type"`
+			SiteNames []string `json:"site_names"`
+			Nodes     int      `json:"nodes"`
+		} `json:"types"`
+	}
+	if err := json.Unmarshal([]byte(out), &ex); err != nil {
+		t.Fatal(err)
+	}
+	sites := map[string][]string{}
+	for _, et := range ex.Types {
+		sites[et.Type] = et.SiteNames
+	}
+	if len(sites) != 2 || sites["v100"] == nil || sites[""] != nil || !slices.Equal(sites["v100"], []string{"tesla_v100-sxm2-32gb"}) {
+		t.Errorf("explain types %+v: want v100 (tesla_v100-sxm2-32gb) and the A100's type, each with its own site name", ex.Types)
+	}
+}
+
 // TestPlanNeverTouchesDaemonDB: plan reads the daemon's config and a copy
 // of its databases (a job hadar released is known as launching), and
 // leaves the daemon's files byte for byte as they were.
@@ -319,12 +384,12 @@ func TestPlanNeverTouchesDaemonDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	store.Close()
-	st, _, err := bridge.OpenState(ctx, filepath.Join(dataDir, bridge.StateFile), time.Now())
+	st, _, err := statedb.Open(ctx, filepath.Join(dataDir, statedb.File), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.WriteRound(ctx, bridge.RoundWrite{Round: bridge.RoundRecord{Number: 41, Started: time.Now(), Policy: "hadar"},
-		Placed: map[string]bridge.Placed{"7": {Nodes: []string{"node3"}, ReleasedAt: time.Now().Add(-10 * time.Second)}}}); err != nil {
+	if err := st.WriteRound(ctx, statedb.RoundWrite{Round: statedb.Round{Number: 41, Started: time.Now(), Policy: "hadar"},
+		Placed: map[string]statedb.Placement{"7": {Nodes: []string{"node3"}, ReleasedAt: time.Now().Add(-10 * time.Second)}}}); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()
@@ -360,7 +425,7 @@ func TestPlanNeverTouchesDaemonDB(t *testing.T) {
 	if after := hashDir(t, dataDir); after != before {
 		t.Errorf("the daemon's data dir changed:\nbefore %s\nafter  %s", before, after)
 	}
-	st, _, err = bridge.OpenState(ctx, filepath.Join(dataDir, bridge.StateFile), time.Now())
+	st, _, err = statedb.Open(ctx, filepath.Join(dataDir, statedb.File), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +451,7 @@ func TestPlanNeverTouchesDaemonDB(t *testing.T) {
 	if _, err := st.Placements(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{profiles.DBFile, bridge.StateFile} {
+	for _, f := range []string{profiles.DBFile, statedb.File} {
 		if _, err := os.Stat(filepath.Join(dataDir, f+"-wal")); err != nil {
 			t.Fatalf("the live database has no write-ahead log: %v", err)
 		}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/hadar-sched/hadar/bridge"
+	"github.com/hadar-sched/hadar/jobproto"
 	"github.com/hadar-sched/hadar/optimizer"
 	"github.com/hadar-sched/hadar/profiles"
 )
@@ -58,7 +58,7 @@ func profilesRateCommand() *cli.Command {
 					return err
 				}
 			}
-			jobType, err := bridge.NewModelResolver(thr.JobTypes(), nil).Resolve(c.String("model"))
+			jobType, err := jobproto.NewModelResolver(thr.JobTypes(), nil).Resolve(c.String("model"))
 			if err != nil {
 				return err
 			}

@@ -11,8 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/hadar-sched/hadar/bridge"
-	"github.com/hadar-sched/hadar/internal/progresslog"
+	"github.com/hadar-sched/hadar/jobproto"
 )
 
 func reportCommand() *cli.Command {
@@ -40,7 +39,7 @@ func reportCommand() *cli.Command {
 			&cli.Float64Flag{Name: "steps", Usage: "training steps done so far, in total"},
 			&cli.Float64Flag{Name: "total", Usage: "training steps the job will do in all, if known"},
 			&cli.StringFlag{Name: "job", Usage: "job id (default: ${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID} in an array task, else $SLURM_JOB_ID)"},
-			&cli.StringFlag{Name: "spool", EnvVars: []string{"HADAR_SPOOL"}, Value: bridge.DefaultSpoolDir, Usage: "hadar-slurmd's spool directory"},
+			&cli.StringFlag{Name: "spool", EnvVars: []string{"HADAR_SPOOL"}, Value: jobproto.DefaultSpoolDir, Usage: "hadar-slurmd's spool directory"},
 			&cli.StringFlag{Name: "follow", Usage: "follow this log `FILE` and report the steps it shows, until stopped"},
 			&cli.StringFlag{Name: "pattern", Usage: "with --follow: a `REGEX` whose group \"step\" (or first group) is the step and \"total\" (or second) the total; default: tqdm and step N/M lines"},
 			&cli.DurationFlag{Name: "interval", Value: 5 * time.Second, Usage: "with --follow: report at most this often"},
@@ -59,14 +58,14 @@ func reportCommand() *cli.Command {
 				if c.IsSet("steps") {
 					return fmt.Errorf("report: give --steps or --follow, not both")
 				}
-				parser, err := progresslog.New(c.String("pattern"))
+				parser, err := jobproto.NewLogParser(c.String("pattern"))
 				if err != nil {
 					return fmt.Errorf("report: %w", err)
 				}
 				ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 				defer stop()
 				s := &sidecar{spool: spool, job: job, parser: parser, interval: c.Duration("interval"), now: time.Now}
-				return s.run(ctx, progresslog.NewFollower(f), c.Duration("poll"))
+				return s.run(ctx, jobproto.NewLogFollower(f), c.Duration("poll"))
 			}
 			if !c.IsSet("steps") {
 				return fmt.Errorf("report: give --steps N (or --follow FILE)")
@@ -78,7 +77,7 @@ func reportCommand() *cli.Command {
 			if total < 0 {
 				return fmt.Errorf("report: --total must be >= 0, got %g", total)
 			}
-			if err := bridge.WriteReport(spool, bridge.Progress{JobID: job, Steps: steps, Total: total, At: time.Now()}); err != nil {
+			if err := jobproto.WriteReport(spool, jobproto.Progress{JobID: job, Steps: steps, Total: total, At: time.Now()}); err != nil {
 				return fmt.Errorf("report: %w", err)
 			}
 			return nil
@@ -108,7 +107,7 @@ func reportJobID(flag string, getenv func(string) string) (string, error) {
 // sidecar turns the lines of a training log into progress reports.
 type sidecar struct {
 	spool, job string
-	parser     *progresslog.Parser
+	parser     *jobproto.LogParser
 	interval   time.Duration
 	now        func() time.Time
 
@@ -119,7 +118,7 @@ type sidecar struct {
 
 // run reads the log every poll until ctx ends, then reads it to its end
 // and writes the last progress it found.
-func (s *sidecar) run(ctx context.Context, fl *progresslog.Follower, poll time.Duration) error {
+func (s *sidecar) run(ctx context.Context, fl *jobproto.LogFollower, poll time.Duration) error {
 	defer fl.Close()
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
@@ -173,7 +172,7 @@ func (s *sidecar) maybeWrite(force bool) error {
 	if !force && !s.written.IsZero() && now.Sub(s.written) < s.interval {
 		return nil
 	}
-	if err := bridge.WriteReport(s.spool, bridge.Progress{JobID: s.job, Steps: s.steps, Total: s.total, At: now}); err != nil {
+	if err := jobproto.WriteReport(s.spool, jobproto.Progress{JobID: s.job, Steps: s.steps, Total: s.total, At: now}); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	s.dirty, s.written = false, now

@@ -3,15 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/hadar-sched/hadar/bridge"
-	"github.com/hadar-sched/hadar/internal/progresslog"
+	"github.com/hadar-sched/hadar/jobproto"
 )
 
 func TestReportJobID(t *testing.T) {
@@ -52,7 +55,7 @@ func TestReportArrayTask(t *testing.T) {
 	if out, err := runHadar(t, "report", "--spool", spool, "--steps", "1150", "--total", "3000"); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	got, errs := bridge.ReadProgress(spool)
+	got, errs := jobproto.ReadProgress(spool)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -87,8 +90,8 @@ func TestReportFollow(t *testing.T) {
 		done <- app.RunContext(ctx, []string{"hadar", "report", "--job", "41", "--spool", spool,
 			"--follow", logf, "--interval", "0s", "--poll", "10ms"})
 	}()
-	read := func() bridge.Progress {
-		got, _ := bridge.ReadProgress(spool)
+	read := func() jobproto.Progress {
+		got, _ := jobproto.ReadProgress(spool)
 		return got["41"]
 	}
 	wait := func(steps float64) {
@@ -131,7 +134,7 @@ func TestReportFollow(t *testing.T) {
 
 func TestSidecarRateLimit(t *testing.T) {
 	spool := t.TempDir()
-	parser, err := progresslog.New("")
+	parser, err := jobproto.NewLogParser("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +142,7 @@ func TestSidecarRateLimit(t *testing.T) {
 	s := &sidecar{spool: spool, job: "5", parser: parser, interval: 5 * time.Second, now: func() time.Time { return now }}
 	var got []float64
 	record := func() {
-		if p, _ := bridge.ReadProgress(spool); len(p) > 0 {
+		if p, _ := jobproto.ReadProgress(spool); len(p) > 0 {
 			got = append(got, p["5"].Steps)
 		} else {
 			got = append(got, -1)
@@ -165,5 +168,22 @@ func TestSidecarRateLimit(t *testing.T) {
 	// steps 2, 3 (first seen 4 s after the write) and 4 came too soon.
 	if diff := cmp.Diff([]float64{-1, 1, 1, 1, 3, 3, 5}, got); diff != "" {
 		t.Errorf("reported steps after each line (-want +got):\n%s", diff)
+	}
+}
+
+// TestReportImportsOnlyTheJobProtocol: `hadar report` runs inside jobs;
+// its code uses the job protocol and the CLI library, never the daemon
+// (jobproto itself links only the standard library: its own test).
+func TestReportImportsOnlyTheJobProtocol(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "report_cmd.go", nil, parser.ImportsOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, imp := range f.Imports {
+		path, _ := strconv.Unquote(imp.Path.Value)
+		first, _, _ := strings.Cut(path, "/")
+		if strings.Contains(first, ".") && path != "github.com/urfave/cli/v2" && path != "github.com/hadar-sched/hadar/jobproto" {
+			t.Errorf("report_cmd.go imports %s", path)
+		}
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
-	"github.com/hadar-sched/hadar/bridge"
+	"github.com/hadar-sched/hadar/config"
 	"github.com/hadar-sched/hadar/optimizer"
 	"github.com/hadar-sched/hadar/profiles"
 	"github.com/hadar-sched/hadar/sim"
@@ -47,8 +47,9 @@ func simulateCommand() *cli.Command {
 			"--cluster types filled by the prior (docs/prior.md), and learn as hadar-slurmd does: each\n" +
 			"round a job runs on one GPU type, its observed rate becomes the learned value of its\n" +
 			"cell (replacing a prior value at once, an imported one after 3 samples), and the prior\n" +
-			"is fitted again on what is known. --explore B plans every cell still on the prior at\n" +
-			"(1+B) times its estimate, so that a type the prior cannot rule out is tried; --no-learning\n" +
+			"is fitted again on what is known. --explore B plans every cell no job has run on yet\n" +
+			"(the prior's and the imported ones) at (1+B) times its value, so that a type that may be\n" +
+			"faster is tried; --no-learning\n" +
 			"plans with the prior throughout. The report adds the planning matrix's error against\n" +
 			"TRUTH as jobs complete (docs/learning.md).\n\n" +
 			"Traces are Gavel's tab-separated format; `gavel:NAME` names a trace embedded in the\n" +
@@ -59,14 +60,14 @@ func simulateCommand() *cli.Command {
 			&cli.BoolFlag{Name: "prior", Usage: "fill the cells --throughputs lacks on the --cluster types with the prior (docs/prior.md), so a type no matrix measured (l40s, b200, ...) runs jobs at its predicted rates; with --truth, fills the truth's missing cells (the plan is always filled)"},
 			&cli.StringFlag{Name: "truth", Usage: "the matrix `NAME|FILE` jobs progress at, while the policies plan with --throughputs, the prior, and what they learn (default: --throughputs, planned with as it is)"},
 			&cli.StringFlag{Name: "forget", Usage: "drop these GPU `TYPES` (comma-separated) from --throughputs before planning, as if no one had measured them: with --truth, the learning experiment of docs/learning.md"},
-			&cli.Float64Flag{Name: "explore", Value: 0, Usage: "with --truth: plan each cell still on the prior at (1+`B`) times the prior's estimate, so the policy tries types the prior cannot rule out"},
+			&cli.Float64Flag{Name: "explore", Value: 0, Usage: "with --truth or --noise-rate: plan each cell no job has run on yet (the prior's, and the imported matrix's) at (1+`B`) times its value, so the policy tries types that may be faster"},
 			&cli.BoolFlag{Name: "no-learning", Usage: "with --truth: plan with --throughputs and the prior throughout, learning nothing"},
 			&cli.StringFlag{Name: "cluster", Value: "v100=36,p100=36,k80=36", Usage: "GPUs per type, TYPE=N,..."},
 			&cli.IntFlag{Name: "gpus-per-node", Value: 4, Usage: "GPUs per simulated node (one GPU type per node)"},
 			&cli.DurationFlag{Name: "round", Value: 360 * time.Second, Usage: "round length"},
 			&cli.StringFlag{Name: "policies", Value: defaultPolicies, Usage: "comma-separated policies (see `hadar policies`)"},
 			&cli.Int64Flag{Name: "seed", Value: 0, Usage: "seed of the policies' random choices"},
-			&cli.Float64Flag{Name: "copy-efficiency", Value: 0.34, Usage: "HadarE: efficiency of combining copies (measured with 4 copies of the PyTorch example: docs/hadare.md)"},
+			&cli.StringFlag{Name: "copy-efficiency", Value: optimizer.MeasuredCopyEfficiency().String(), Usage: "HadarE: efficiency of combining K copies, `K:EFF,...` (speed-up interpolated between the points, held beyond the last) or one number for every K (default: measured with the PyTorch example, docs/hadare.md; with --config, the file's [policies.hadare] copy_efficiency)"},
 			&cli.IntFlag{Name: "max-copies", Value: 0, Usage: "HadarE: copy limit per job (0 = number of nodes)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the results as JSON"},
 			&cli.BoolFlag{Name: "markdown", Usage: "print the results as a Markdown table (hours)"},
@@ -154,15 +155,22 @@ func runSimulate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	opts := optimizer.Options{Seed: c.Int64("seed"), CopyEfficiency: c.Float64("copy-efficiency"), MaxCopies: c.Int("max-copies")}
+	copyEff, err := optimizer.ParseCopyEfficiency(c.String("copy-efficiency"))
+	if err != nil {
+		return fmt.Errorf("--copy-efficiency: %w", err)
+	}
+	opts := optimizer.Options{Seed: c.Int64("seed"), CopyEfficiency: copyEff, MaxCopies: c.Int("max-copies")}
 	// --config: the policies plan with the daemon's knobs ([policies.*]).
 	if p := c.String("config"); p != "" {
-		cfg, err := bridge.LoadConfig(p)
+		cfg, err := config.Load(p)
 		if err != nil {
 			return err
 		}
 		po := cfg.PolicyOptions()
 		opts.Hadar, opts.Tiresias = po.Hadar, po.Tiresias
+		if !c.IsSet("copy-efficiency") {
+			opts.CopyEfficiency = po.CopyEfficiency // the daemon's, as every knob of the file
+		}
 	}
 	showProgress := c.Bool("progress") || (!c.IsSet("progress") && term.IsTerminal(int(os.Stderr.Fd())))
 
@@ -184,7 +192,7 @@ func runSimulate(c *cli.Context) error {
 			Truth:          truth,
 			Learn:          learn,
 			Policy:         policy,
-			CopyEfficiency: c.Float64("copy-efficiency"),
+			CopyEfficiency: opts.CopyEfficiency,
 			StepNoise:      c.Float64("noise-steps"),
 			NoiseSeed:      c.Int64("seed"),
 		}
@@ -213,6 +221,7 @@ func runSimulate(c *cli.Context) error {
 			return err
 		}
 	}
+	warnIncomplete(c.App.ErrWriter, out)
 	if c.Bool("json") {
 		enc := json.NewEncoder(c.App.Writer)
 		enc.SetIndent("", "  ")
@@ -231,6 +240,26 @@ func runSimulate(c *cli.Context) error {
 	return nil
 }
 
+// warnIncomplete says which policies left jobs unfinished: their metrics
+// are over the completed jobs only, so they read better than they are.
+func warnIncomplete(w io.Writer, out simulateOutput) {
+	for _, name := range out.Order {
+		if m := out.Policies[name]; m.Completed < m.Jobs {
+			fmt.Fprintf(w, "hadar simulate: warning: %s completed %d of %d jobs; its metrics are over those %d only\n",
+				name, m.Completed, m.Jobs, m.Completed)
+		}
+	}
+}
+
+// jobsCell is the jobs column: the trace's jobs, or "done/all" when some
+// did not complete.
+func jobsCell(m sim.Metrics) string {
+	if m.Completed < m.Jobs {
+		return fmt.Sprintf("%d/%d", m.Completed, m.Jobs)
+	}
+	return strconv.Itoa(m.Jobs)
+}
+
 func printSimulateTable(w io.Writer, out simulateOutput) {
 	var cl []string
 	for _, t := range slices.Sorted(maps.Keys(out.Cluster)) {
@@ -245,8 +274,8 @@ func printSimulateTable(w io.Writer, out simulateOutput) {
 	fmt.Fprintln(tw, "policy\tjobs\tmakespan h\tavg JCT h\tp50 JCT h\tp99 JCT h\tavg queue h\tFTF mean\tFTF max\tutil\ttype eff\trounds\tsched mean ms\tsched max ms\twall s\t")
 	for _, name := range out.Order {
 		m := out.Policies[name]
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.3f\t%.3f\t%d\t%.2f\t%.2f\t%.2f\t\n",
-			name, m.Jobs, m.MakespanS/3600, m.AvgJCTS/3600, m.P50JCTS/3600, m.P99JCTS/3600, m.AvgQueueS/3600,
+		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.3f\t%.3f\t%d\t%.2f\t%.2f\t%.2f\t\n",
+			name, jobsCell(m), m.MakespanS/3600, m.AvgJCTS/3600, m.P50JCTS/3600, m.P99JCTS/3600, m.AvgQueueS/3600,
 			m.FTFMean, m.FTFMax, m.Utilization, m.TypeEfficiency, m.Rounds, m.SchedTimeMeanS*1000, m.SchedTimeMaxS*1000, m.WallS)
 	}
 	tw.Flush()
@@ -330,6 +359,9 @@ func printSimulateMarkdown(w io.Writer, out simulateOutput) {
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
 	for _, name := range out.Order {
 		m := out.Policies[name]
+		if m.Completed < m.Jobs {
+			name += fmt.Sprintf(" (%s jobs done)", jobsCell(m))
+		}
 		fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.3f | %.3f | %.2f |\n",
 			name, m.MakespanS/3600, m.AvgJCTS/3600, m.P99JCTS/3600, m.AvgQueueS/3600, m.FTFMean, m.FTFMax, m.Utilization, m.TypeEfficiency, m.SchedTimeMeanS*1000)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/hadar-sched/hadar/bridge"
+	"github.com/hadar-sched/hadar/config"
 	"github.com/hadar-sched/hadar/optimizer"
 	"github.com/hadar-sched/hadar/profiles"
 	"github.com/hadar-sched/hadar/sim"
@@ -56,15 +56,15 @@ func runSimulateDaemon(c *cli.Context) error {
 			return fmt.Errorf("--%s does not apply with --daemon (the daemon's config has the policy's knobs)", f)
 		}
 	}
-	cfg := bridge.DefaultConfig()
+	cfg := config.Default()
 	if p := c.String("config"); p != "" {
 		var err error
-		if cfg, err = bridge.LoadConfig(p); err != nil {
+		if cfg, err = config.Load(p); err != nil {
 			return err
 		}
 	}
 	if c.IsSet("round") {
-		cfg.Round = bridge.Duration{Duration: c.Duration("round")}
+		cfg.Round = config.Duration{Duration: c.Duration("round")}
 	}
 	var layout slurmsim.Layout
 	if p := c.String("layout"); p != "" {
@@ -170,6 +170,7 @@ func runSimulateDaemon(c *cli.Context) error {
 			return err
 		}
 	}
+	warnIncomplete(c.App.ErrWriter, out)
 	switch {
 	case c.Bool("json"):
 		enc := json.NewEncoder(c.App.Writer)

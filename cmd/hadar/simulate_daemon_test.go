@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/hadar-sched/hadar/sim"
 	"github.com/hadar-sched/hadar/slurm/slurmsim"
 )
 
@@ -106,5 +107,26 @@ func TestParseUntagged(t *testing.T) {
 				t.Errorf("%q: job (-want +got):\n%s", tc.in, diff)
 			}
 		}
+	}
+}
+
+// A policy that left jobs unfinished says so: on stderr, in the jobs
+// column and in the Markdown row, since its metrics cover the completed
+// jobs only.
+func TestIncompleteRunsAreMarked(t *testing.T) {
+	out := simulateOutput{Order: []string{"hadar", "gavel"}, Policies: map[string]sim.Metrics{
+		"hadar": {Jobs: 111, Completed: 111}, "gavel": {Jobs: 111, Completed: 98}}}
+	var warn, table, md strings.Builder
+	warnIncomplete(&warn, out)
+	if want := "hadar simulate: warning: gavel completed 98 of 111 jobs; its metrics are over those 98 only\n"; warn.String() != want {
+		t.Errorf("warning %q, want %q", warn.String(), want)
+	}
+	printSimulateTable(&table, out)
+	if !strings.Contains(table.String(), " 98/111 ") || strings.Contains(table.String(), "111/111") {
+		t.Errorf("table:\n%s", table.String())
+	}
+	printSimulateMarkdown(&md, out)
+	if !strings.Contains(md.String(), "| gavel (98/111 jobs done) |") || !strings.Contains(md.String(), "| hadar |") {
+		t.Errorf("markdown:\n%s", md.String())
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hadar-sched/hadar/bridge"
+	"github.com/hadar-sched/hadar/jobproto"
 	"github.com/hadar-sched/hadar/slurm"
 )
 
@@ -133,7 +134,7 @@ func statusCommand() *cli.Command {
 			&cli.StringFlag{Name: "states", Aliases: []string{"t"}, Usage: "only jobs in these states (PD, R, ... or PENDING, RUNNING, ...), as squeue -t"},
 			&cli.StringFlag{Name: "partition", Aliases: []string{"p"}, Usage: "only jobs of these partitions (comma-separated), as squeue -p"},
 			&cli.BoolFlag{Name: "noheader", Usage: "print no header lines, as squeue --noheader"},
-			&cli.StringFlag{Name: "spool", EnvVars: []string{"HADAR_SPOOL"}, Value: bridge.DefaultSpoolDir, Usage: "hadar-slurmd's spool_dir, where its status file says whether it runs"},
+			&cli.StringFlag{Name: "spool", EnvVars: []string{"HADAR_SPOOL"}, Value: jobproto.DefaultSpoolDir, Usage: "hadar-slurmd's spool_dir, where its status file says whether it runs"},
 			&cli.StringFlag{Name: "slurm-bin-dir", EnvVars: []string{"HADAR_SLURM_BIN_DIR"}, Usage: "directory of the Slurm client binaries (default: PATH)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -206,9 +207,9 @@ func buildStatus(nodes []slurm.Node, jobs []slurm.Job) statusOutput {
 		out.Nodes = append(out.Nodes, sn)
 	}
 	for _, j := range jobs {
-		sj := statusJob{ID: j.ID(), User: j.User, State: j.State, Reason: j.Reason, Tagged: bridge.IsTagged(j.Comment), Placement: []statusPlacement{}}
+		sj := statusJob{ID: j.ID(), User: j.User, State: j.State, Reason: j.Reason, Tagged: jobproto.IsTagged(j.Comment), Placement: []statusPlacement{}}
 		if sj.Tagged {
-			if tag, err := bridge.ParseTag(j.Comment); err != nil {
+			if tag, err := jobproto.ParseTag(j.Comment); err != nil {
 				sj.TagError = printable(err.Error())
 			} else {
 				sj.Model = printable(tag.Model)

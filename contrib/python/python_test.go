@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hadar-sched/hadar/bridge"
+	"github.com/hadar-sched/hadar/jobproto"
 )
 
 // findPython returns $HADAR_PYTHON, else Debian's /usr/bin/python3, else
@@ -85,7 +85,7 @@ h._default_reporter().flush()  # the kept 1151
 	before := time.Now().Add(-time.Second)
 	run(t, []string{"PYTHONPATH=" + src, "HADAR_SPOOL=" + spool, "SLURM_JOB_ID=30",
 		"SLURM_ARRAY_JOB_ID=28", "SLURM_ARRAY_TASK_ID=0"}, t.TempDir(), py, "-c", script)
-	got, errs := bridge.ReadProgress(spool)
+	got, errs := jobproto.ReadProgress(spool)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -126,7 +126,7 @@ func TestPipInstall(t *testing.T) {
 	if !strings.HasPrefix(strings.TrimSpace(out), venv) {
 		t.Errorf("imported %s, want the package installed in %s", out, venv)
 	}
-	if got, _ := bridge.ReadProgress(spool); got["77"].Steps != 5 {
+	if got, _ := jobproto.ReadProgress(spool); got["77"].Steps != 5 {
 		t.Errorf("installed package's report = %+v", got)
 	}
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Regenerates docs/results.md: every policy on generated traces (several seeds,
-# static and Poisson, multi-GPU) and on Gavel's public traces. Run from the
+# Regenerates docs/results.md's fast-path tables (the simulator's own
+# Policy.Plan -> advance; contrib/results/daemon.sh makes the daemon path's):
+# every policy on generated traces (several seeds, static and Poisson,
+# multi-GPU) and on Gavel's public traces. Run from the
 # repository root after `make build`:  contrib/results/run.sh > docs/results.md
 set -euo pipefail
 HADAR=${HADAR:-bin/hadar}

@@ -13,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hadar-sched/hadar/bridge"
+	"github.com/hadar-sched/hadar/config"
+	"github.com/hadar-sched/hadar/jobproto"
 )
 
 const unitFile = "hadar-slurmd.service"
@@ -110,8 +111,8 @@ func TestUnit(t *testing.T) {
 			t.Errorf("RestrictAddressFamilies lacks %s (munge socket, slurmctld)", want)
 		}
 	}
-	if rw := one("Service.ReadWritePaths"); !strings.Contains(rw, bridge.DefaultSpoolDir) {
-		t.Errorf("ReadWritePaths=%q lacks the default spool_dir %s", rw, bridge.DefaultSpoolDir)
+	if rw := one("Service.ReadWritePaths"); !strings.Contains(rw, jobproto.DefaultSpoolDir) {
+		t.Errorf("ReadWritePaths=%q lacks the default spool_dir %s", rw, jobproto.DefaultSpoolDir)
 	}
 }
 
@@ -189,7 +190,7 @@ func TestMakeInstall(t *testing.T) {
 	if u := readUnit(t, filepath.Join(dest, "usr/local/lib/systemd/system", unitFile)); u["Service.ExecStart"][0] != "/usr/local/sbin/hadar-slurmd $HADAR_SLURMD_OPTS" {
 		t.Errorf("installed ExecStart=%q", u["Service.ExecStart"])
 	}
-	if _, err := bridge.LoadConfig(filepath.Join(dest, "etc/hadar/hadar.toml.example")); err != nil {
+	if _, err := config.Load(filepath.Join(dest, "etc/hadar/hadar.toml.example")); err != nil {
 		t.Errorf("installed example config: %v", err)
 	}
 	for _, c := range [][]string{{"usr/local/bin/hadar", "--version"}, {"usr/local/sbin/hadar-slurmd", "--version"}} {
@@ -239,9 +240,9 @@ func TestTmpfiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		bridge.DefaultSpoolDir: "0755",
-		filepath.Join(bridge.DefaultSpoolDir, bridge.ProgressSubdir): "1777",
-		filepath.Join(bridge.DefaultSpoolDir, bridge.CopiesSubdir):   "1777",
+		jobproto.DefaultSpoolDir: "0755",
+		filepath.Join(jobproto.DefaultSpoolDir, jobproto.ProgressSubdir): "1777",
+		filepath.Join(jobproto.DefaultSpoolDir, jobproto.CopiesSubdir):   "1777",
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)

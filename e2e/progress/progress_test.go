@@ -2,7 +2,7 @@
 // (Debian's python3-torch, CPU): a tiny training job reports through the
 // Python callback, through hadar_progress.report in a job array task, and
 // through `hadar report --follow` on its printed `step N/M` log; the test
-// reads the reports as hadar-slurmd does (bridge.ReadProgress). It needs no
+// reads the reports as hadar-slurmd does (jobproto.ReadProgress). It needs no
 // Slurm cluster: the job's Slurm variables are set by the test.
 //
 // It runs whenever a python3 with torch is found ($HADAR_PYTHON, else
@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hadar-sched/hadar/bridge"
 	"github.com/hadar-sched/hadar/internal/e2eutil"
+	"github.com/hadar-sched/hadar/jobproto"
 )
 
 const steps = 40
@@ -96,8 +96,8 @@ func TestTorchReports(t *testing.T) {
 			t.Errorf("%s: %+v: did not train (%d steps, loss not down 10x)", name, r, steps)
 		}
 	}
-	report := func(id string) bridge.Progress {
-		got, errs := bridge.ReadProgress(spool)
+	report := func(id string) jobproto.Progress {
+		got, errs := jobproto.ReadProgress(spool)
 		for _, err := range errs {
 			t.Errorf("progress dir: %v", err)
 		}

@@ -267,6 +267,12 @@ func TestControllerOutage(t *testing.T) {
 		back.Sub(stopped).Seconds(), len(fails), strings.Join(retries, ","), recovered.Sub(back).Seconds(), len(ids))
 }
 
+// setupWait bounds the wait for a test's workload to be running before its
+// fault is injected: not a measured bound, only long enough for a loaded
+// machine (both setups below took over 30 s in a CI run that shared the
+// machine with a simulation).
+const setupWait = 90 * time.Second
+
 // 3. A node goes DOWN (then stays drained) while it runs hadar jobs:
 // Slurm requeues them (JobRequeue=1) and hadar re-places them on other
 // nodes. Another node is only drained: its jobs finish there and hadar
@@ -280,7 +286,7 @@ func TestNodeDownAndDrain(t *testing.T) {
 	}
 	d.start()
 	var onNode map[string][]string
-	if !e2eutil.WaitFor(30*time.Second, func() bool {
+	if !e2eutil.WaitFor(setupWait, func() bool {
 		onNode = map[string][]string{}
 		running := 0
 		for _, j := range queue(t) {
@@ -579,7 +585,7 @@ func TestFailOpenOnStop(t *testing.T) {
 	}
 	d.start()
 	var held int
-	if !e2eutil.WaitFor(30*time.Second, func() bool {
+	if !e2eutil.WaitFor(setupWait, func() bool {
 		held = 0
 		running := 0
 		for _, j := range queue(t) {

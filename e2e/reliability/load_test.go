@@ -46,6 +46,7 @@ func TestLoad2000PendingJobs(t *testing.T) {
 	var segs []seg
 	cur := seg{}
 	var perJob []string
+	versionReads := 0
 	for _, e := range d.log() {
 		switch e.str("msg") {
 		case "slurm command":
@@ -57,6 +58,8 @@ func TestLoad2000PendingJobs(t *testing.T) {
 				cur.nodes++
 			case argv == "scontrol -a -d -o show job":
 				cur.details++
+			case argv == "scontrol --version":
+				versionReads++ // once per daemon: whether types can be rewritten
 			case strings.HasPrefix(argv, "scontrol update JobId=") && strings.Contains(argv, " NodeList="):
 				cur.places++
 			case strings.HasPrefix(argv, "scontrol update ") || strings.HasPrefix(argv, "scontrol release ") ||
@@ -76,6 +79,9 @@ func TestLoad2000PendingJobs(t *testing.T) {
 	}
 	if len(perJob) > 0 {
 		t.Errorf("the daemon ran commands other than the round's reads and updates: %q", perJob[:min(len(perJob), 5)])
+	}
+	if versionReads > 1 {
+		t.Errorf("the daemon read Slurm's version %d times; once is enough", versionReads)
 	}
 	poll, _ := time.ParseDuration(cfg.Poll)
 	round, _ := time.ParseDuration(cfg.Round)

@@ -1,28 +1,28 @@
 package e2eutil
 
 import (
-	"database/sql"
-	"fmt"
+	"context"
 	"strings"
+	"time"
 
-	_ "github.com/mattn/go-sqlite3" // the state database is SQLite
+	"github.com/hadar-sched/hadar/internal/statedb"
 )
 
 // StateDB is hadar-slurmd's state database, opened read-only (the daemon
-// may be writing it meanwhile).
-type StateDB struct{ db *sql.DB }
+// may be writing it meanwhile), in the shapes the end-to-end tests use.
+type StateDB struct{ h *statedb.History }
 
 // OpenStateDB opens the state database at path.
 func OpenStateDB(path string) (*StateDB, error) {
-	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro&_busy_timeout=5000")
+	h, err := statedb.OpenHistory(context.Background(), path)
 	if err != nil {
-		return nil, fmt.Errorf("state database: %w", err)
+		return nil, err
 	}
-	return &StateDB{db}, nil
+	return &StateDB{h}, nil
 }
 
 // Close closes the database.
-func (s *StateDB) Close() error { return s.db.Close() }
+func (s *StateDB) Close() error { return s.h.Close() }
 
 // Decision is one stored decision about a job.
 type Decision struct {
@@ -34,10 +34,12 @@ type Decision struct {
 // Decisions returns the stored decisions, round by round in the order
 // they were made.
 func (s *StateDB) Decisions() ([]Decision, error) {
-	return query(s.db, `SELECT round, job_id, kind, from_pl, to_pl, gpu_type, reason FROM decisions ORDER BY round, rowid`,
-		func(rows *sql.Rows, d *Decision) error {
-			return rows.Scan(&d.Round, &d.Job, &d.Kind, &d.From, &d.To, &d.GPUType, &d.Reason)
-		})
+	ds, err := s.h.Decisions(context.Background(), 0)
+	out := make([]Decision, len(ds))
+	for i, d := range ds {
+		out[i] = Decision{Round: d.Round, Job: d.JobID, Kind: d.Kind, From: d.From, To: d.To, GPUType: d.GPUType, Reason: d.Reason}
+	}
+	return out, err
 }
 
 // Action is one stored Slurm action of the daemon.
@@ -77,10 +79,12 @@ func (a Action) Jobs() []string {
 
 // Actions returns the stored actions in the order they were taken.
 func (s *StateDB) Actions() ([]Action, error) {
-	return query(s.db, `SELECT round, kind, job_ids, detail, result, error FROM actions ORDER BY id`,
-		func(rows *sql.Rows, a *Action) error {
-			return rows.Scan(&a.Round, &a.Kind, &a.JobIDs, &a.Detail, &a.Result, &a.Error)
-		})
+	as, err := s.h.Actions(context.Background(), 0)
+	out := make([]Action, len(as))
+	for i, a := range as {
+		out[i] = Action{Round: a.Round, Kind: a.Kind, JobIDs: a.JobIDs, Detail: a.Detail, Result: a.Result, Error: a.Error}
+	}
+	return out, err
 }
 
 // Round is one stored round; its phases are in seconds.
@@ -94,48 +98,26 @@ type Round struct {
 
 // Rounds returns the stored rounds in order.
 func (s *StateDB) Rounds() ([]Round, error) {
-	return query(s.db, `SELECT number, observe_s, solve_s, enforce_s, jobs, tagged, placed, migrated, error FROM rounds ORDER BY number`,
-		func(rows *sql.Rows, r *Round) error {
-			return rows.Scan(&r.Number, &r.Observe, &r.Solve, &r.Enforce, &r.Jobs, &r.Tagged, &r.Placed, &r.Migrated, &r.Error)
-		})
-}
-
-// query runs q and scans every row into a T.
-func query[T any](db *sql.DB, q string, scan func(*sql.Rows, *T) error) ([]T, error) {
-	rows, err := db.Query(q)
-	if err != nil {
-		return nil, fmt.Errorf("state database: %w", err)
+	rs, err := s.h.Rounds(context.Background(), time.Time{})
+	out := make([]Round, len(rs))
+	for i, r := range rs {
+		out[i] = Round{Number: r.Number, Observe: r.Observe.Seconds(), Solve: r.Solve.Seconds(), Enforce: r.Enforce.Seconds(),
+			Jobs: r.Jobs, Tagged: r.Tagged, Placed: r.Placed, Migrated: r.Migrated, Error: r.Error}
 	}
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		var v T
-		if err := scan(rows, &v); err != nil {
-			return nil, fmt.Errorf("state database: %w", err)
-		}
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("state database: %w", err)
-	}
-	return out, nil
+	return out, err
 }
 
 // Progress returns what the state database holds of a job's progress:
 // whether it reported, and the steps of its latest report (ok is false if
 // the job has no row).
 func (s *StateDB) Progress(jobID string) (reported bool, steps float64, ok bool, err error) {
-	rows, err := s.db.Query(`SELECT reported, reported_steps FROM job_progress WHERE job_id = ?`, jobID)
-	if err != nil {
-		return false, 0, false, err
-	}
-	defer rows.Close()
-	if !rows.Next() {
-		return false, 0, false, rows.Err()
-	}
-	var r int
-	if err := rows.Scan(&r, &steps); err != nil {
-		return false, 0, false, err
-	}
-	return r != 0, steps, true, nil
+	all, err := s.h.Progress(context.Background())
+	p, ok := all[jobID]
+	return p.Reported, p.ReportedSteps, ok, err
+}
+
+// GresRequests returns the users' own GPU requests the daemon recorded for
+// the jobs it retyped, by job.
+func (s *StateDB) GresRequests() (map[string]string, error) {
+	return s.h.GresRequests(context.Background())
 }

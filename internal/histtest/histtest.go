@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hadar-sched/hadar/bridge"
+	"github.com/hadar-sched/hadar/internal/statedb"
 )
 
 // Nodes of the made-up cluster: the test cluster's demo layout.
@@ -50,7 +51,7 @@ const Span = 6 * time.Hour
 // WriteState creates the state database at path with one round every 10
 // minutes over the Span before now.
 func WriteState(ctx context.Context, path string, now time.Time) error {
-	st, _, err := bridge.OpenState(ctx, path, now)
+	st, _, err := statedb.Open(ctx, path, now)
 	if err != nil {
 		return err
 	}
@@ -63,8 +64,8 @@ func WriteState(ctx context.Context, path string, now time.Time) error {
 		v := &bridge.View{Now: t}
 		used := map[string]int{}
 		hadarUsed := map[string]int{}
-		var decisions []bridge.Decision
-		var results []bridge.ActionResult
+		var decisions []statedb.Decision
+		var actions []statedb.Action
 		for _, j := range jobs {
 			if at < j.submit || at >= j.end {
 				continue
@@ -94,8 +95,8 @@ func WriteState(ctx context.Context, path string, now time.Time) error {
 				if at >= j.start {
 					kind, from, to = bridge.DecideMigrate, j.node+fmt.Sprintf(":%d", j.gpus), j.moveTo+fmt.Sprintf(":%d", j.gpus)
 				}
-				decisions = append(decisions, bridge.Decision{JobID: j.id, Kind: kind, From: from, To: to, Reason: "the policy's placement"})
-				results = append(results, bridge.ActionResult{Action: bridge.Action{Kind: bridge.ActPlace, JobIDs: []string{j.id}}, Sent: []string{j.id}})
+				decisions = append(decisions, statedb.Decision{JobID: j.id, Kind: string(kind), From: from, To: to, Reason: "the policy's placement"})
+				actions = append(actions, statedb.Action{Kind: string(bridge.ActPlace), JobIDs: j.id, Result: "ok"})
 			}
 		}
 		for _, n := range Nodes {
@@ -104,16 +105,17 @@ func WriteState(ctx context.Context, path string, now time.Time) error {
 		}
 		rep := bridge.RoundReport{Number: round, Started: t, Policy: "hadar", View: v, Jobs: len(v.Jobs),
 			Observe: 40 * time.Millisecond, Solve: 15 * time.Millisecond, Enforce: 120 * time.Millisecond}
-		rec := bridge.RoundRecord{Number: round, Started: t, Observe: rep.Observe, Solve: rep.Solve, Enforce: rep.Enforce,
+		rec := statedb.Round{Number: round, Started: t, Observe: rep.Observe, Solve: rep.Solve, Enforce: rep.Enforce,
 			Policy: "hadar", Jobs: len(v.Jobs), Placed: len(decisions)}
 		if at == 4*time.Hour {
 			rec.Error = "observe jobs: slurmctld is not responding (controller down)"
 		}
-		if err := st.WriteRound(ctx, bridge.RoundWrite{Round: rec, Decisions: decisions, Results: results}); err != nil {
+		if err := st.WriteRound(ctx, statedb.RoundWrite{Round: rec, Decisions: decisions, Actions: actions}); err != nil {
 			return err
 		}
 		if rec.Error == "" {
-			if err := st.RecordHistory(ctx, rep); err != nil {
+			h, _ := bridge.HistoryRecord(rep)
+			if err := st.RecordHistory(ctx, h); err != nil {
 				return err
 			}
 		}

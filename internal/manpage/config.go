@@ -10,13 +10,13 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/hadar-sched/hadar/bridge"
+	"github.com/hadar-sched/hadar/config"
 	"github.com/hadar-sched/hadar/profiles"
 )
 
 // configKey is one key of hadar.toml as the pages document it.
 type configKey struct {
-	bridge.ConfigKey
+	config.KeyInfo
 	// Table is "" for top-level keys, else the table ("slurm").
 	Table string
 	// Name is the key within its table ("bin_dir").
@@ -34,9 +34,9 @@ type configTable struct {
 }
 
 // configDocs reads the doc comments of the Config struct (and the structs
-// of its tables) from bridge/config.go's source and joins them with the
+// of its tables) from config/config.go's source and joins them with the
 // keys and defaults of the compiled type. It fails when a key has no doc
-// comment or when the source and bridge.ConfigKeys disagree.
+// comment or when the source and config.Keys disagree.
 func configDocs(src []byte) ([]configKey, []configTable, error) {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, "config.go", src, parser.ParseComments)
@@ -106,16 +106,16 @@ func configDocs(src []byte) ([]configKey, []configTable, error) {
 			tables[i].Doc = re.ReplaceAllString(tables[i].Doc, key)
 		}
 	}
-	def := bridge.DefaultConfig()
+	def := config.Default()
 	def.DataDir = profiles.SystemDir // the daemon runs as root
 	var keys []configKey
-	for _, k := range bridge.ConfigKeys() {
+	for _, k := range config.Keys() {
 		doc, ok := docs[k.Key]
 		if !ok {
-			return nil, nil, fmt.Errorf("key %s of bridge.ConfigKeys is not in the source", k.Key)
+			return nil, nil, fmt.Errorf("key %s of config.Keys is not in the source", k.Key)
 		}
 		delete(docs, k.Key)
-		ck := configKey{ConfigKey: k, Doc: doc, Default: defaultOf(def, k)}
+		ck := configKey{KeyInfo: k, Doc: doc, Default: defaultOf(def, k)}
 		if i := strings.LastIndexByte(k.Key, '.'); i >= 0 {
 			ck.Table, ck.Name = k.Key[:i], k.Key[i+1:]
 		} else {
@@ -124,20 +124,20 @@ func configDocs(src []byte) ([]configKey, []configTable, error) {
 		keys = append(keys, ck)
 	}
 	for k := range docs {
-		return nil, nil, fmt.Errorf("key %s of the source is not in bridge.ConfigKeys", k)
+		return nil, nil, fmt.Errorf("key %s of the source is not in config.Keys", k)
 	}
 	return keys, tables, nil
 }
 
 // defaultOf formats the value of key k in cfg as TOML.
-func defaultOf(cfg bridge.Config, k bridge.ConfigKey) string {
+func defaultOf(cfg config.Config, k config.KeyInfo) string {
 	v := reflect.ValueOf(cfg)
 	for _, f := range strings.Split(k.Field, ".") {
 		v = v.FieldByName(f)
 	}
 	switch x := v.Interface().(type) {
-	case bridge.Duration:
-		return strconv.Quote(bridge.FormatDuration(x.Duration))
+	case config.Duration:
+		return strconv.Quote(config.FormatDuration(x.Duration))
 	case string:
 		return strconv.Quote(x)
 	case bool:

@@ -42,7 +42,7 @@ func TestCleanDoc(t *testing.T) {
 // A field without a doc comment, or a key the compiled type does not
 // have, stops the generation.
 func TestConfigDocsDrift(t *testing.T) {
-	src, err := os.ReadFile("../../bridge/config.go")
+	src, err := os.ReadFile("../../config/config.go")
 	if err != nil {
 		t.Fatal(err)
 	}

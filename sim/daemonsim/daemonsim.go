@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -26,6 +27,8 @@ import (
 	"time"
 
 	"github.com/hadar-sched/hadar/bridge"
+	"github.com/hadar-sched/hadar/config"
+	"github.com/hadar-sched/hadar/jobproto"
 	"github.com/hadar-sched/hadar/optimizer"
 	"github.com/hadar-sched/hadar/profiles"
 	"github.com/hadar-sched/hadar/sim"
@@ -42,10 +45,10 @@ const SlurmOnly = "slurm-only"
 type Options struct {
 	// Layout is the cluster.
 	Layout slurmsim.Layout
-	// Config is the daemon's configuration (bridge.DefaultConfig for
+	// Config is the daemon's configuration (config.Default for
 	// none). Its data_dir and spool_dir are replaced by a temporary
 	// directory, removed after the run; dry_run and metrics are off.
-	Config bridge.Config
+	Config config.Config
 	// Planning is the matrix the daemon's throughput database is seeded
 	// with (the config's throughputs key when nil); Truth is what jobs
 	// really run at (Planning when nil).
@@ -61,8 +64,10 @@ type Options struct {
 	// trace (0: at once; the demo's daemon comes up a few hundred
 	// milliseconds into its burst of submissions).
 	DaemonStart time.Duration
-	// Horizon bounds the virtual time of a run (default 30 days): jobs
-	// not done by then count as not completed.
+	// Horizon bounds the virtual time of a run: jobs not done by then
+	// count as not completed. Zero: the trace's own bound (SerialBound),
+	// so that a run stops only where every job could have run one after
+	// another on the slowest GPUs, twice over.
 	Horizon time.Duration
 	// Logger receives the daemon's log (default: discarded).
 	Logger *slog.Logger
@@ -93,7 +98,7 @@ func newSetup(opts Options) (*setup, error) {
 		return nil, errors.New("daemonsim: no layout")
 	}
 	if opts.Config.Policy == "" {
-		opts.Config = bridge.DefaultConfig()
+		opts.Config = config.Default()
 	}
 	if opts.Planning == nil {
 		m, err := profiles.Matrix(opts.Config.Throughputs)
@@ -107,9 +112,6 @@ func newSetup(opts Options) (*setup, error) {
 	}
 	if opts.Timing == (slurmsim.Timing{}) {
 		opts.Timing = slurmsim.Measured(2 * time.Second)
-	}
-	if opts.Horizon <= 0 {
-		opts.Horizon = 30 * 24 * time.Hour
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -133,7 +135,7 @@ func newSetup(opts Options) (*setup, error) {
 	for site, n := range opts.Layout.GPUs() {
 		s.capacity[s.canon(site)] += n
 	}
-	models := bridge.NewModelResolver(opts.Truth.JobTypes(), opts.Config.Models.Aliases)
+	models := jobproto.NewModelResolver(opts.Truth.JobTypes(), opts.Config.Models.Aliases)
 	jobTypes := map[string]string{}
 	s.rate = func(model, site string, workers int) float64 {
 		jt, ok := jobTypes[model]
@@ -144,6 +146,36 @@ func newSetup(opts Options) (*setup, error) {
 		return opts.Truth.Rate(jt, s.canon(site), workers)
 	}
 	return s, nil
+}
+
+// SerialBound is when the trace would end if its jobs ran one after
+// another, each on its slowest GPU type of capacity, after the last
+// arrival; at least a day. A schedule that keeps any GPU busy ends sooner.
+func SerialBound(trace []sim.TraceJob, truth optimizer.Throughputs, capacity map[string]int) time.Duration {
+	end := 0.0
+	for _, tj := range trace {
+		end = math.Max(end, tj.Arrival)
+	}
+	for _, tj := range trace {
+		slowest := math.Inf(1)
+		for t, n := range capacity {
+			if r := truth.Rate(tj.JobType, t, tj.ScaleFactor); n > 0 && r > 0 {
+				slowest = math.Min(slowest, r)
+			}
+		}
+		if !math.IsInf(slowest, 1) {
+			end += tj.TotalSteps / slowest
+		}
+	}
+	return max(time.Duration(end*float64(time.Second)), 24*time.Hour)
+}
+
+// horizon is the end of a run's virtual time (Options.Horizon).
+func (s *setup) horizon(trace []sim.TraceJob) time.Time {
+	if s.opts.Horizon > 0 {
+		return s.start.Add(s.opts.Horizon)
+	}
+	return s.start.Add(2 * SerialBound(trace, s.truth, s.capacity))
 }
 
 // shape is the request of a gang of workers GPUs on nodes of at most
@@ -195,7 +227,7 @@ func Daemon(ctx context.Context, opts Options, trace []sim.TraceJob) (*Result, e
 		return nil, err
 	}
 	wall := time.Now()
-	dir, err := os.MkdirTemp("", "hadar-simulate-")
+	dir, err := os.MkdirTemp(scratchDir(), "hadar-simulate-")
 	if err != nil {
 		return nil, fmt.Errorf("daemonsim: %w", err)
 	}
@@ -219,7 +251,7 @@ func Daemon(ctx context.Context, opts Options, trace []sim.TraceJob) (*Result, e
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	clock := &stopClock{Cluster: c, cancel: cancel, until: s.start.Add(s.opts.Horizon)}
+	clock := &stopClock{Cluster: c, cancel: cancel, until: s.horizon(trace)}
 	uid := os.Getuid()
 	logger := slog.New(virtualTime{Handler: s.opts.Logger.Handler(), now: c.Now})
 	b, err := bridge.New(cfg, bridge.Deps{Cluster: c, Store: store, Clock: clock, Logger: logger,
@@ -247,6 +279,22 @@ func Daemon(ctx context.Context, opts Options, trace []sim.TraceJob) (*Result, e
 	return res, nil
 }
 
+// scratchDir is where a run keeps the daemon's data and spool directories:
+// a memory file system when the machine has one (/dev/shm), so that the
+// daemon's SQLite databases and the jobs' progress files, written as live,
+// cost no disk; the system's temporary directory otherwise.
+func scratchDir() string {
+	const shm = "/dev/shm"
+	if fi, err := os.Stat(shm); err == nil && fi.IsDir() {
+		if f, err := os.CreateTemp(shm, ".hadar-probe-"); err == nil {
+			f.Close()
+			os.Remove(f.Name())
+			return shm
+		}
+	}
+	return ""
+}
+
 // SlurmAlone runs the trace through Slurm's own scheduling alone: every job
 // untagged, asking for untyped GPUs.
 func SlurmAlone(ctx context.Context, opts Options, trace []sim.TraceJob) (*Result, error) {
@@ -257,7 +305,7 @@ func SlurmAlone(ctx context.Context, opts Options, trace []sim.TraceJob) (*Resul
 	wall := time.Now()
 	c := s.cluster("")
 	s.submit(c, trace, false)
-	until := s.start.Add(s.opts.Horizon)
+	until := s.horizon(trace)
 	for c.Step() {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -364,7 +412,7 @@ func (s *setup) result(policy string, c *slurmsim.Cluster, n int, trace []sim.Tr
 			}
 		}
 		jr.IsolatedJCT = sim.IsolatedJCT(s.truth, tj.JobType, tj.ScaleFactor, tj.TotalSteps, s.capacity, inSystem)
-		if best := sim.BestRate(s.truth, tj.JobType, tj.ScaleFactor, s.capacity); best > 0 && done {
+		if best := s.truth.BestRate(tj.JobType, tj.ScaleFactor, s.capacity); best > 0 && done {
 			res.IdealGPUSecs += float64(tj.ScaleFactor) * tj.TotalSteps / best
 		}
 		res.Result.Jobs = append(res.Result.Jobs, jr)

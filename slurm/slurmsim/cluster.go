@@ -147,9 +147,14 @@ type Job struct {
 	Runs []Run
 
 	prio       int
+	gresRaw    string // squeue's %b, once asked for
 	alloc      []grant
 	gen        int
 	completing time.Time // a requeue's old allocation lasts until then
+	// requeuedAt and requeuedFrom: the last requeue's time and nodes (a
+	// launch there in the same second fails, see start).
+	requeuedAt   time.Time
+	requeuedFrom []string
 	// training progress: resume is the steps at the start of the run, done
 	// the steps of its last report.
 	resume, rate float64
@@ -188,6 +193,19 @@ type Cluster struct {
 	nextPrio int
 	schedAt  time.Time // pending scheduling pass (zero: none)
 	bfAt     time.Time // pending backfill pass
+	// use is what the live allocations take of each node, nil when an
+	// allocation changed since it was counted (usage).
+	use []nodeUse
+	// live counts the jobs pending or running.
+	live int
+}
+
+// nodeUse is what the live allocations take of one node.
+type nodeUse struct {
+	gpus   []int // per GPU group
+	cpus   int
+	mem    int64
+	grants int
 }
 
 // ghost is the allocation of a requeued job until its requeue completes.
@@ -327,6 +345,7 @@ func (c *Cluster) submit(spec JobSpec) string {
 	}
 	c.jobs[id] = j
 	c.order = append(c.order, id)
+	c.live++
 	c.kick()
 	return id
 }
@@ -660,38 +679,44 @@ func (c *Cluster) allocs(fn func(grant)) {
 	}
 }
 
-func (c *Cluster) usedGPUs(i, group int) int {
-	n := 0
+// usage is what the live allocations take of each node, counted once
+// after every change of an allocation (a scheduling pass and every poll
+// look at every node).
+func (c *Cluster) usage() []nodeUse {
+	if c.use != nil {
+		return c.use
+	}
+	use := make([]nodeUse, len(c.nodes))
+	for i, n := range c.nodes {
+		use[i].gpus = make([]int, len(n.GPUs))
+	}
 	c.allocs(func(g grant) {
-		if g.node == i && g.group == group {
-			n += g.gpus
+		u := &use[g.node]
+		if g.group >= 0 {
+			u.gpus[g.group] += g.gpus
 		}
+		u.cpus += g.cpus
+		u.mem += g.mem
+		u.grants++
 	})
-	return n
+	c.use = use
+	return use
 }
+
+// changed marks the nodes' usage to be counted again.
+func (c *Cluster) changed() { c.use = nil }
+
+func (c *Cluster) usedGPUs(i, group int) int { return c.usage()[i].gpus[group] }
 
 func (c *Cluster) freeCPUs(i int) int {
 	n := c.nodes[i].cpus
 	if n == 0 {
 		return math.MaxInt32
 	}
-	c.allocs(func(g grant) {
-		if g.node == i {
-			n -= g.cpus
-		}
-	})
-	return n
+	return n - c.usage()[i].cpus
 }
 
-func (c *Cluster) usedMem(i int) int64 {
-	var m int64
-	c.allocs(func(g grant) {
-		if g.node == i {
-			m += g.mem
-		}
-	})
-	return m
-}
+func (c *Cluster) usedMem(i int) int64 { return c.usage()[i].mem }
 
 func (c *Cluster) node(name string) *node {
 	if i := c.nodeIndex(name); i >= 0 {
@@ -712,6 +737,7 @@ func (c *Cluster) nodeIndex(name string) int {
 // start runs job j on alloc.
 func (c *Cluster) start(j *Job, alloc []grant) {
 	j.State, j.Reason, j.alloc = Running, "None", alloc
+	c.changed()
 	j.Nodes = nil
 	r := Run{GPUs: map[string]int{}, Start: c.now}
 	for _, g := range alloc {
@@ -733,6 +759,15 @@ func (c *Cluster) start(j *Job, alloc []grant) {
 		j.FirstStart = c.now
 	}
 	j.gen++
+	// A node's slurmd refuses a launch credential created in the second
+	// the job was requeued from it ("Killing non-startable batch JobId=N:
+	// Job credential revoked", seen on 24.11): the job fails.
+	if c.now.Unix() <= j.requeuedAt.Unix() &&
+		slices.ContainsFunc(j.Nodes, func(n string) bool { return slices.Contains(j.requeuedFrom, n) }) {
+		j.rate = 0 // it never trained: no report from the last run's rate
+		c.end(j, Failed)
+		return
+	}
 	var end time.Time
 	switch {
 	case j.Spec.Model != "":
@@ -751,8 +786,10 @@ func (c *Cluster) end(j *Job, state string) {
 		c.report(j, c.now)
 	}
 	j.State, j.Reason, j.End = state, "None", c.now
+	c.live--
 	j.Runs[len(j.Runs)-1].End = c.now
 	j.alloc = nil
+	c.changed()
 	j.gen++
 	c.kick()
 }
@@ -761,6 +798,7 @@ func (c *Cluster) end(j *Job, state string) {
 // time is set EligibleDelay on (over any StartTime given meanwhile).
 func (c *Cluster) requeued(j *Job, gen int) {
 	c.ghosts = slices.DeleteFunc(c.ghosts, func(g ghost) bool { return g.job == j && g.gen == gen })
+	c.changed()
 	if j.State == Pending {
 		j.Begin = c.now.Add(c.cfg.EligibleDelay)
 		c.push(event{at: j.Begin, kind: evBegin})

@@ -184,6 +184,44 @@ func TestRequeueHoldBeginTime(t *testing.T) {
 	}
 }
 
+// TestRestartOnItsNodeInTheSameSecond: a job requeued and started again on
+// the node it ran on fails when the start comes in the second of the
+// requeue (the slurmd revoked its credential), and runs when it comes
+// later; on another node it runs at once.
+func TestRestartOnItsNodeInTheSameSecond(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		node    string
+		restart float64 // when the job is released again, s
+		want    string
+	}{
+		{"same node, same second", "node1", 1.3, Failed},
+		{"same node, next second", "node1", 2.05, "RUNNING None node1"},
+		{"other node, same second", "node2", 1.3, "RUNNING None node2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := demo(t, Timing{SchedDelay: 100 * time.Millisecond, RequeueDelay: 50 * time.Millisecond})
+			id := c.Submit(JobSpec{GPUsPerNode: 4, Duration: time.Hour})
+			c.AdvanceTo(at(1.2))
+			if got := state(t, c, id); got != "RUNNING None node1" {
+				t.Fatalf("before the requeue: %s", got)
+			}
+			if err := c.RequeueHold(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			_ = c.PlaceOnNodes(ctx, id, []string{tc.node})
+			_ = c.UpdateJobs(ctx, []string{id}, "StartTime=now")
+			c.AdvanceTo(at(tc.restart - 0.1))
+			_ = c.Release(ctx, id)
+			c.AdvanceTo(at(tc.restart + 0.5))
+			if got := state(t, c, id); got != tc.want {
+				t.Errorf("after the restart: %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestTrainingReportsAndEnds(t *testing.T) {
 	c := demo(t, Timing{StartupDelay: 300 * time.Millisecond, Tick: time.Second, TickOverhead: 20 * time.Millisecond})
 	id := c.Submit(JobSpec{GPUsPerNode: 1, Model: "m", Steps: 10}) // node1, v100: 4 steps/s

@@ -20,7 +20,7 @@ func (c *Cluster) Jobs(ctx context.Context) ([]slurm.Job, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.command()
-	var out []slurm.Job
+	out := make([]slurm.Job, 0, c.live)
 	for _, id := range c.order {
 		j := c.jobs[id]
 		if j.State != Pending && j.State != Running {
@@ -33,8 +33,10 @@ func (c *Cluster) Jobs(ctx context.Context) ([]slurm.Job, error) {
 			sj.ArrayJobID, sj.ArrayTaskID = j.Spec.ArrayJob, j.Spec.ArrayTask
 		}
 		if j.Spec.GPUsPerNode > 0 && j.Spec.GPUsPerJob == 0 {
-			g := slurm.GRES{Name: "gpu", Type: j.Spec.GPUType, Count: j.Spec.GPUsPerNode}
-			sj.Gres, sj.GresRaw = []slurm.GRES{g}, "gres:"+g.String()
+			if j.gresRaw == "" { // the request does not change: written once
+				j.gresRaw = "gres:" + slurm.GRES{Name: "gpu", Type: j.Spec.GPUType, Count: j.Spec.GPUsPerNode}.String()
+			}
+			sj.Gres, sj.GresRaw = []slurm.GRES{{Name: "gpu", Type: j.Spec.GPUType, Count: j.Spec.GPUsPerNode}}, j.gresRaw
 		}
 		if j.State == Running {
 			sj.StartTime = j.Runs[len(j.Runs)-1].Start
@@ -68,7 +70,7 @@ func (c *Cluster) JobDetails(ctx context.Context) ([]slurm.JobDetail, error) {
 	defer c.mu.Unlock()
 	c.command()
 	c.syncReports()
-	var out []slurm.JobDetail
+	out := make([]slurm.JobDetail, 0, c.live)
 	for _, id := range c.order {
 		j := c.jobs[id]
 		if j.State != Pending && j.State != Running {
@@ -113,12 +115,7 @@ func (c *Cluster) Nodes(ctx context.Context) ([]slurm.Node, error) {
 		if n.mem > 0 {
 			sn.AllocMem = c.usedMem(i)
 		}
-		busy := 0
-		c.allocs(func(g grant) {
-			if g.node == i {
-				busy++
-			}
-		})
+		busy := c.usage()[i].grants
 		raw := "IDLE"
 		switch {
 		case busy > 0 && n.cpus > 0 && sn.CPUAlloc >= n.cpus:
@@ -279,7 +276,9 @@ func (c *Cluster) RequeueHold(ctx context.Context, ids ...string) error {
 		gen := j.gen
 		until := c.now.Add(c.cfg.RequeueDelay)
 		c.ghosts = append(c.ghosts, ghost{job: j, gen: gen, until: until, alloc: j.alloc})
+		j.requeuedAt, j.requeuedFrom = c.now, j.Nodes
 		j.State, j.Held, j.heldReason, j.alloc, j.Nodes = Pending, true, ReasonRequeued, nil, nil
+		c.changed()
 		j.completing = until
 		j.Restarts++
 		c.push(event{at: until, kind: evRequeued, job: j, gen: gen})

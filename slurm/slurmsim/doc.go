@@ -15,7 +15,9 @@
 //     requeuehold puts a running job back to pending held at once, its old
 //     allocation ends Config.RequeueDelay later, and then its begin time is
 //     set Config.EligibleDelay (120 s) on, overriding an earlier
-//     StartTime=now, as 22.05 does.
+//     StartTime=now, as 22.05 does. A job started again on a node it was
+//     requeued from, in the same second as the requeue, fails (the node's
+//     slurmd has revoked its credential; seen on 24.11).
 //   - Slurm's own scheduling (sched/backfill, select/cons_tres): a pass
 //     Config.SchedDelay after every submission, release, update or job end
 //     starts the pending jobs that are not held, in priority order (FIFO),
@@ -27,7 +29,7 @@
 //   - Jobs that train like contrib/examples/toyjob: Config.StartupDelay after
 //     they start, every Config.Tick (plus Config.TickOverhead) they do
 //     Rate(model, GPU type of their first node, workers) x Tick steps and
-//     report them in the spool's progress files (bridge.ProgressPath's
+//     report them in the spool's progress files (jobproto.ProgressPath's
 //     format), and end when all their steps are done; a requeued job resumes
 //     from its last report. Other jobs run for a fixed time. The report files
 //     are brought up to date when they can be read: at JobDetails (the

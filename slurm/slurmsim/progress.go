@@ -64,7 +64,7 @@ func (c *Cluster) syncReports() {
 	}
 }
 
-// report is the JSON `hadar report` writes (bridge.Progress).
+// report is the JSON `hadar report` writes (jobproto.Progress).
 type reportFile struct {
 	JobID string    `json:"job_id"`
 	Steps float64   `json:"steps"`

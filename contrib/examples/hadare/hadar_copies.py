@@ -571,14 +571,16 @@ class Copies:
             rdir = self._round_dir(n)
             comb = read_json(os.path.join(rdir, "combined.json"))
             if comb is not None:
-                if comb.get("finished") or float(comb.get("steps_done", 0)) >= self.total_steps:
-                    self._set_phase(n, "finished")
-                    self._cancel_spares()
-                    return None
+                # Dropped first: a dropped copy that looks only after the job
+                # went on (and maybe finished) without it was still dropped.
                 if str(self.index) in comb.get("dropped_all", []):
                     self.dropped = True
                     self._set_phase(n, "left")
                     self._log("dropped from the job at round %d: its work did not pay for it" % n)
+                    return None
+                if comb.get("finished") or float(comb.get("steps_done", 0)) >= self.total_steps:
+                    self._set_phase(n, "finished")
+                    self._cancel_spares()
                     return None
                 self._open_round(n + 1, comb.get("checkpoint"), float(comb.get("steps_done", 0)), waited_since,
                                  comb)

@@ -1,4 +1,4 @@
-package bridge
+package config
 
 import (
 	"os"
@@ -22,21 +22,21 @@ const exampleConfig = "../contrib/hadar.toml"
 // cannot be forgotten), and its values are the defaults (so it documents
 // them).
 func TestExampleConfigMatchesCode(t *testing.T) {
-	cfg, err := LoadConfig(exampleConfig)
+	cfg, err := Load(exampleConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := DefaultConfig()
+	want := Default()
 	want.DataDir = profiles.SystemDir // the default as root, which the example shows
 	if diff := cmp.Diff(want, cfg, cmp.Comparer(func(a, b map[string]string) bool { return len(a) == 0 && len(b) == 0 || cmp.Equal(a, b) })); diff != "" {
-		t.Errorf("contrib/hadar.toml differs from DefaultConfig (-default +example):\n%s", diff)
+		t.Errorf("contrib/hadar.toml differs from Default (-default +example):\n%s", diff)
 	}
 	var raw map[string]any
 	md, err := toml.DecodeFile(exampleConfig, &raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range ConfigKeys() {
+	for _, k := range Keys() {
 		if !md.IsDefined(strings.Split(k.Key, ".")...) {
 			t.Errorf("contrib/hadar.toml does not set %s (Config.%s)", k.Key, k.Field)
 		}
@@ -64,9 +64,9 @@ func TestExampleConfigMatchesCode(t *testing.T) {
 	}
 }
 
-func TestConfigKeys(t *testing.T) {
+func TestKeys(t *testing.T) {
 	var keys []string
-	for _, k := range ConfigKeys() {
+	for _, k := range Keys() {
 		keys = append(keys, k.Key+":"+k.Kind)
 	}
 	want := []string{"policy:string", "round:duration", "poll_interval:duration", "min_round_gap:duration",
@@ -77,18 +77,18 @@ func TestConfigKeys(t *testing.T) {
 		"policies.hadar.critical:float64", "policies.hadar.price_rounds:int", "policies.hadar.fluid_every:int",
 		"policies.hadar.lead_share:float64", "policies.hadar.min_share:float64", "policies.hadar.share_tie:float64",
 		"policies.hadar.uncontended_share:float64", "policies.hadar.lead_remaining:float64",
-		"policies.hadar.quick_share:float64", "policies.hadar.starvation:float64", "policies.tiresias.thresholds:slice", "policies.tiresias.promote_knob:float64"}
+		"policies.hadar.quick_share:float64", "policies.hadar.starvation:float64", "policies.hadare.copy_efficiency:string", "policies.tiresias.thresholds:slice", "policies.tiresias.promote_knob:float64"}
 	if diff := cmp.Diff(want, keys); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
 
-// FormatConfig prints every key and reads back to the same config.
-func TestFormatConfigRoundTrip(t *testing.T) {
+// Format prints every key and reads back to the same config.
+func TestFormatRoundTrip(t *testing.T) {
 	for name, cfg := range map[string]Config{
-		"defaults": DefaultConfig(),
+		"defaults": Default(),
 		"custom": func() Config {
-			c := DefaultConfig()
+			c := Default()
 			c.Policy = "gavel"
 			c.Round = Duration{90 * time.Second}
 			c.MigrationPenalty = Duration{1500 * time.Millisecond}
@@ -104,8 +104,8 @@ func TestFormatConfigRoundTrip(t *testing.T) {
 		}(),
 	} {
 		t.Run(name, func(t *testing.T) {
-			out := FormatConfig(cfg)
-			got, err := ParseConfig(out, "formatted")
+			out := Format(cfg)
+			got, err := Parse(out, "formatted")
 			if err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}
@@ -117,14 +117,14 @@ func TestFormatConfigRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, k := range ConfigKeys() {
+			for _, k := range Keys() {
 				if !md.IsDefined(strings.Split(k.Key, ".")...) {
-					t.Errorf("FormatConfig leaves out %s:\n%s", k.Key, out)
+					t.Errorf("Format leaves out %s:\n%s", k.Key, out)
 				}
 			}
 		})
 	}
-	if s := string(FormatConfig(DefaultConfig())); !strings.Contains(s, "round = \"6m\"\n") || !strings.Contains(s, "\n[slurm]\nbin_dir = \"\"\ncommand_timeout = \"1m\"\n") {
+	if s := string(Format(Default())); !strings.Contains(s, "round = \"6m\"\n") || !strings.Contains(s, "\n[slurm]\nbin_dir = \"\"\ncommand_timeout = \"1m\"\n") {
 		t.Errorf("format:\n%s", s)
 	}
 }
@@ -169,7 +169,7 @@ func TestExampleConfigErrorsNameKeyAndLine(t *testing.T) {
 		if err := os.WriteFile(path, []byte(bad), 0o640); err != nil {
 			t.Fatal(err)
 		}
-		_, err := LoadConfig(path)
+		_, err := Load(path)
 		line := lineOf(bad, c.to)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !regexp.MustCompile(`(hadar\.toml:|line )`+strconv.Itoa(line)+`\b`).MatchString(err.Error()) {
 			t.Errorf("%s: got %v, want %q at line %d", c.to, err, c.want, line)

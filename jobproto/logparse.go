@@ -1,7 +1,8 @@
-// Package progresslog finds a training job's progress in its log: a pure
-// parser from one log line to (step, total), and a Follower that reads a
-// log file as it grows, like tail -F. `hadar report --follow` uses both.
-package progresslog
+// The log side of `hadar report --follow`: a pure parser from one log
+// line to (step, total), and a LogFollower that reads a log file as it
+// grows, like tail -F.
+
+package jobproto
 
 import (
 	"fmt"
@@ -11,21 +12,21 @@ import (
 	"strings"
 )
 
-// DefaultPatterns are the line shapes ParseLine knows, tried in order:
+// DefaultLogPatterns are the line shapes ParseLogLine knows, tried in order:
 //
 //	step 450/1000   Step 450 of 1000   step: 450/1000   Step [450/1000]   steps=450/1000
 //	 45%|████▌     | 450/1000 [00:10<00:12, 45.00it/s]      (tqdm, total known)
 //	450it [00:10, 45.00it/s]                                  (tqdm, no total)
 //
 // tqdm counts may carry its unit_scale suffixes (1.50k/10.0k).
-var DefaultPatterns = []string{
+var DefaultLogPatterns = []string{
 	`(?i)\bsteps?\s*[:=#]?\s*[\[(]?\s*(\d{1,15})\s*(?:/|\bof\b)\s*(\d{1,15})`,
 	`(?:^|[|\s])(\d{1,12}(?:\.\d+)?[kMGT]?)/(\d{1,12}(?:\.\d+)?[kMGT]?)\s+\[\d+:\d\d`,
 	`(?:^|[|\s])(\d{1,12}(?:\.\d+)?[kMGT]?)[A-Za-z_]*\s+\[\d+:\d\d`,
 }
 
-// Parser finds (step, total) in a line with one or more patterns.
-type Parser struct {
+// LogParser finds (step, total) in a line with one or more patterns.
+type LogParser struct {
 	res []pattern
 }
 
@@ -34,16 +35,16 @@ type pattern struct {
 	step, total int // submatch indexes; total 0: none
 }
 
-// New returns a parser for pattern, a regular expression (Go's RE2
+// NewLogParser returns a parser for pattern, a regular expression (Go's RE2
 // syntax) whose group named "step", else its first group, is the step and
 // whose group named "total", else its second group if any, is the total.
-// An empty pattern is the DefaultPatterns.
-func New(expr string) (*Parser, error) {
-	exprs := DefaultPatterns
+// An empty pattern is the DefaultLogPatterns.
+func NewLogParser(expr string) (*LogParser, error) {
+	exprs := DefaultLogPatterns
 	if expr != "" {
 		exprs = []string{expr}
 	}
-	p := &Parser{}
+	p := &LogParser{}
 	for _, e := range exprs {
 		re, err := regexp.Compile(e)
 		if err != nil {
@@ -68,21 +69,21 @@ func New(expr string) (*Parser, error) {
 	return p, nil
 }
 
-var defaultParser = func() *Parser {
-	p, err := New("")
+var defaultParser = func() *LogParser {
+	p, err := NewLogParser("")
 	if err != nil {
 		panic(err)
 	}
 	return p
 }()
 
-// ParseLine is the default parser's Parse.
-func ParseLine(line string) (step, total float64, ok bool) { return defaultParser.Parse(line) }
+// ParseLogLine is the default parser's Parse.
+func ParseLogLine(line string) (step, total float64, ok bool) { return defaultParser.Parse(line) }
 
 // Parse returns the step and total (0: not given) of the first pattern
 // that matches line with a step that is a finite number >= 0. A total that
 // is not a positive number is 0.
-func (p *Parser) Parse(line string) (step, total float64, ok bool) {
+func (p *LogParser) Parse(line string) (step, total float64, ok bool) {
 	for _, pt := range p.res {
 		m := pt.re.FindStringSubmatch(line)
 		if m == nil {

@@ -1,4 +1,4 @@
-package bridge
+package jobproto
 
 import (
 	"fmt"
@@ -95,7 +95,7 @@ func ParseTag(comment string) (Tag, error) {
 			if eq >= 0 {
 				end = eq
 			}
-			return t, &TagError{Problem: fmt.Sprintf("%q is not key=value", clip(rest[:end]))}
+			return t, &TagError{Problem: fmt.Sprintf("%q is not key=value", Clip(rest[:end]))}
 		}
 		key := rest[:eq]
 		rest = rest[eq+1:]
@@ -150,23 +150,23 @@ func (t *Tag) set(key, val string) error {
 	case "steps":
 		x, err := positive(val)
 		if err != nil {
-			return bad("%q: %v", clip(val), err)
+			return bad("%q: %v", Clip(val), err)
 		}
 		t.Steps = x
 	case "copies":
 		n, err := strconv.Atoi(val)
 		if err != nil || n < 1 || n > MaxCopies {
-			return bad("%q: want a whole number from 1 to %d", clip(val), MaxCopies)
+			return bad("%q: want a whole number from 1 to %d", Clip(val), MaxCopies)
 		}
 		t.Copies = n
 	case "weight":
 		x, err := positive(val)
 		if err != nil {
-			return bad("%q: %v", clip(val), err)
+			return bad("%q: %v", Clip(val), err)
 		}
 		t.Weight = x
 	default:
-		return &TagError{Key: clip(key), Problem: "unknown key (known: model, steps, copies, weight)"}
+		return &TagError{Key: Clip(key), Problem: "unknown key (known: model, steps, copies, weight)"}
 	}
 	return nil
 }
@@ -179,8 +179,9 @@ func positive(s string) (float64, error) {
 	return x, nil
 }
 
-// clip shortens user text for messages.
-func clip(s string) string {
+// Clip shortens user text (a comment, a tag value, a file name) for
+// messages, so a hostile job cannot flood a log or an AdminComment.
+func Clip(s string) string {
 	const max = 40
 	if len(s) <= max {
 		return s

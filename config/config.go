@@ -1,4 +1,4 @@
-package bridge
+package config
 
 import (
 	"bufio"
@@ -17,18 +17,13 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/hadar-sched/hadar/jobproto"
 	"github.com/hadar-sched/hadar/optimizer"
 	"github.com/hadar-sched/hadar/profiles"
 )
 
-// DefaultConfigPath is where hadar-slurmd looks for its config file.
-const DefaultConfigPath = "/etc/hadar/hadar.toml"
-
-// DefaultSpoolDir is where jobs leave their progress reports.
-const DefaultSpoolDir = "/var/spool/hadar"
-
-// StateFile is the name of the bridge's state database in the data dir.
-const StateFile = "state.db"
+// DefaultPath is where hadar-slurmd looks for its config file.
+const DefaultPath = "/etc/hadar/hadar.toml"
 
 // Duration is a time.Duration written in TOML as a Go duration string
 // ("360s", "10m", "1h30m"). A bare number is refused: its unit would be a
@@ -39,7 +34,7 @@ type Duration struct{ time.Duration }
 func (d *Duration) UnmarshalText(b []byte) error {
 	v, err := time.ParseDuration(strings.TrimSpace(string(b)))
 	if err != nil {
-		return fmt.Errorf("bad duration %q (write it with a unit, e.g. \"360s\", \"10m\")", clip(string(b)))
+		return fmt.Errorf("bad duration %q (write it with a unit, e.g. \"360s\", \"10m\")", jobproto.Clip(string(b)))
 	}
 	d.Duration = v
 	return nil
@@ -49,7 +44,7 @@ func (d *Duration) UnmarshalText(b []byte) error {
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.String()), nil }
 
 // Config is hadar-slurmd's configuration (/etc/hadar/hadar.toml). Every
-// field has a default (DefaultConfig), so the daemon also runs without a
+// field has a default (Default), so the daemon also runs without a
 // file.
 type Config struct {
 	// Policy is the scheduling policy, a name from optimizer.Names()
@@ -69,12 +64,15 @@ type Config struct {
 	// Slurm. Default false.
 	DryRun bool `toml:"dry_run"`
 	// MigrationPenalty is what moving a running job costs (it restarts from
-	// its last checkpoint); a running job is moved only when the estimated
-	// gain in its remaining run time exceeds this. Default 10m.
+	// its last checkpoint): hadar's policy moves a running job to a faster
+	// type only when the estimated gain in its remaining run time exceeds
+	// this, and with preemption off no policy moves a running job for
+	// less. Default 10m.
 	MigrationPenalty Duration `toml:"migration_penalty"`
 	// Preemption lets hadar stop (requeue and hold) a running job that the
-	// policy no longer schedules. When false, a running job keeps its GPUs
-	// until it ends or is migrated. Default false.
+	// policy no longer schedules, and move running jobs as the policy
+	// plans. When false, a running job keeps its GPUs until it ends or is
+	// migrated. Default false.
 	Preemption bool `toml:"preemption"`
 	// LaunchTimeout is how long a job hadar released may stay pending (its
 	// GPUs taken by someone else meanwhile) before hadar holds it again and
@@ -83,12 +81,14 @@ type Config struct {
 	// DefaultDuration is the run time assumed, on its fastest GPU type, for
 	// a job whose tag gives no steps=. Default 1h.
 	DefaultDuration Duration `toml:"default_duration"`
-	// Explore is the optimism bonus of a rate still on the prior: such a
-	// cell (a model on a GPU type no job of it has run on) is planned at
-	// (1 + explore) times the prior's estimate until progress reports
-	// replace it, so a model seen on one type is tried on another the prior
-	// cannot rule out. 0 (the default) plans with the prior as it is;
-	// docs/learning.md measures 0.2 and 0.5. At most 4.
+	// Explore is the optimism bonus of a rate this cluster has not
+	// confirmed: a cell whose value in use is neither an administrator's
+	// measurement nor learned here (the prior's, or imported from a matrix
+	// measured elsewhere) is planned at (1 + explore) times its value until
+	// the value learned from progress reports takes over, so a model seen
+	// on one type is tried on another that may be faster. 0 (the default)
+	// plans with the values as they are; docs/learning.md measures it. At
+	// most 4.
 	Explore float64 `toml:"explore"`
 	// DataDir holds the daemon's state database (state.db) and, unless
 	// HADAR_DB says otherwise, the throughput database (hadar.db). Default:
@@ -129,6 +129,8 @@ type Config struct {
 type PoliciesConfig struct {
 	// Hadar tunes hadar and hadare.
 	Hadar HadarPolicyConfig `toml:"hadar"`
+	// HadarE tunes hadare's copies.
+	HadarE HadarEPolicyConfig `toml:"hadare"`
 	// Tiresias tunes tiresias.
 	Tiresias TiresiasPolicyConfig `toml:"tiresias"`
 }
@@ -173,6 +175,21 @@ type HadarPolicyConfig struct {
 	Starvation float64 `toml:"starvation"`
 }
 
+// HadarEPolicyConfig is the [policies.hadare] table.
+type HadarEPolicyConfig struct {
+	// CopyEfficiency is the combining efficiency of K copies: they move
+	// their job at efficiency(K) times their summed rate. One number for
+	// every K ("1"), or K:efficiency points ("2:0.63,4:0.34,8:0.18", the
+	// curve measured with the PyTorch example, docs/hadare.md), whose
+	// speed-up is interpolated between them and held beyond the last. It
+	// decides which copies pay (a gang becomes copies, and a job gets one
+	// more copy, only if that is faster after the loss); the shares in
+	// plan.json are the copies' own steps whatever it is. Default "1": the
+	// copy protocol counts every copy's step as a step of the job
+	// (docs/hadare-slurm.md, "The efficiency the daemon plans with").
+	CopyEfficiency string `toml:"copy_efficiency"`
+}
+
 // TiresiasPolicyConfig is the [policies.tiresias] table.
 type TiresiasPolicyConfig struct {
 	// Thresholds are the attained-service bounds (GPU-seconds) of its
@@ -186,7 +203,9 @@ type TiresiasPolicyConfig struct {
 // PolicyOptions are the optimizer options of this config.
 func (c Config) PolicyOptions() optimizer.Options {
 	h, ti := c.Policies.Hadar, c.Policies.Tiresias
-	return optimizer.Options{MigrationPenalty: c.MigrationPenalty.Duration,
+	// Validate has parsed it; a bad value plans with 1.
+	copyEff, _ := optimizer.ParseCopyEfficiency(c.Policies.HadarE.CopyEfficiency)
+	return optimizer.Options{MigrationPenalty: c.MigrationPenalty.Duration, CopyEfficiency: copyEff,
 		Hadar: optimizer.HadarOptions{Critical: h.Critical, PriceRounds: h.PriceRounds, FluidEvery: h.FluidEvery,
 			LeadShare: h.LeadShare, MinShare: h.MinShare, ShareTie: h.ShareTie, Uncontended: h.UncontendedShare,
 			LeadRemaining: h.LeadRemaining, QuickShare: h.QuickShare, Starvation: h.Starvation},
@@ -199,6 +218,7 @@ func defaultPolicies() PoliciesConfig {
 		Hadar: HadarPolicyConfig{Critical: h.Critical, PriceRounds: h.PriceRounds, FluidEvery: h.FluidEvery,
 			LeadShare: h.LeadShare, MinShare: h.MinShare, ShareTie: h.ShareTie, UncontendedShare: h.Uncontended,
 			LeadRemaining: h.LeadRemaining, QuickShare: h.QuickShare, Starvation: h.Starvation},
+		HadarE:   HadarEPolicyConfig{CopyEfficiency: "1"},
 		Tiresias: TiresiasPolicyConfig{Thresholds: ti.Thresholds, PromoteKnob: ti.PromoteKnob},
 	}
 }
@@ -243,9 +263,9 @@ type MetricsConfig struct {
 	Listen string `toml:"listen"`
 }
 
-// DefaultConfig returns the configuration used when there is no file, and
+// Default returns the configuration used when there is no file, and
 // the values of every key a file leaves out.
-func DefaultConfig() Config {
+func Default() Config {
 	dataDir := profiles.SystemDir
 	if p, err := profiles.DefaultPath(); err == nil {
 		dataDir = filepath.Dir(p)
@@ -259,7 +279,7 @@ func DefaultConfig() Config {
 		LaunchTimeout:    Duration{5 * time.Minute},
 		DefaultDuration:  Duration{time.Hour},
 		DataDir:          dataDir,
-		SpoolDir:         DefaultSpoolDir,
+		SpoolDir:         jobproto.DefaultSpoolDir,
 		Throughputs:      profiles.DefaultMatrix,
 		Slurm:            SlurmConfig{CommandTimeout: Duration{60 * time.Second}},
 		Log:              LogConfig{Format: "text", Level: "info"},
@@ -268,36 +288,36 @@ func DefaultConfig() Config {
 	}
 }
 
-// ErrConfig marks a configuration that cannot be used.
-var ErrConfig = errors.New("bad config")
+// ErrInvalid marks a configuration that cannot be used.
+var ErrInvalid = errors.New("bad config")
 
-// LoadConfig reads and validates the config file at path. The file must not
+// Load reads and validates the config file at path. The file must not
 // be writable by everyone. A missing file is an error wrapping
 // fs.ErrNotExist (the caller decides whether defaults will do).
-func LoadConfig(path string) (Config, error) {
+func Load(path string) (Config, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}
 	if st.Mode().Perm()&0o002 != 0 {
-		return Config{}, fmt.Errorf("%w: %s is writable by every user (mode %v); fix with chmod o-w", ErrConfig, path, st.Mode().Perm())
+		return Config{}, fmt.Errorf("%w: %s is writable by every user (mode %v); fix with chmod o-w", ErrInvalid, path, st.Mode().Perm())
 	}
 	if !st.Mode().IsRegular() {
-		return Config{}, fmt.Errorf("%w: %s is not a regular file", ErrConfig, path)
+		return Config{}, fmt.Errorf("%w: %s is not a regular file", ErrInvalid, path)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	}
-	return ParseConfig(data, path)
+	return Parse(data, path)
 }
 
-// ParseConfig decodes a config file's contents strictly over the defaults
+// Parse decodes a config file's contents strictly over the defaults
 // and validates the result. name is used in messages. An unknown key, a
 // value of the wrong type, a bad duration or an unknown policy is an error
 // naming the key and, where it can be found, its line.
-func ParseConfig(data []byte, name string) (Config, error) {
-	cfg := DefaultConfig()
+func Parse(data []byte, name string) (Config, error) {
+	cfg := Default()
 	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&cfg)
 	if err != nil {
 		var pe toml.ParseError
@@ -306,9 +326,9 @@ func ParseConfig(data []byte, name string) (Config, error) {
 			if pe.LastKey != "" {
 				key = fmt.Sprintf(" key %q:", pe.LastKey)
 			}
-			return Config{}, fmt.Errorf("%w: %s:%d:%s %s", ErrConfig, name, pe.Position.Line, key, pe.Message)
+			return Config{}, fmt.Errorf("%w: %s:%d:%s %s", ErrInvalid, name, pe.Position.Line, key, pe.Message)
 		}
-		return Config{}, fmt.Errorf("%w: %s: %v", ErrConfig, name, err)
+		return Config{}, fmt.Errorf("%w: %s: %v", ErrInvalid, name, err)
 	}
 	if und := md.Undecoded(); len(und) > 0 {
 		var msgs []string
@@ -319,7 +339,7 @@ func ParseConfig(data []byte, name string) (Config, error) {
 			}
 			msgs = append(msgs, fmt.Sprintf("%s: unknown key %q", loc, k.String()))
 		}
-		return Config{}, fmt.Errorf("%w: %s", ErrConfig, strings.Join(msgs, "; "))
+		return Config{}, fmt.Errorf("%w: %s", ErrInvalid, strings.Join(msgs, "; "))
 	}
 	if err := cfg.Validate(); err != nil {
 		if line := findKeyLine(data, toml.Key(strings.Split(keyOf(err), "."))); line > 0 {
@@ -336,8 +356,8 @@ type keyError struct {
 	msg string
 }
 
-func (e *keyError) Error() string { return fmt.Sprintf("%v: key %q: %s", ErrConfig, e.key, e.msg) }
-func (e *keyError) Unwrap() error { return ErrConfig }
+func (e *keyError) Error() string { return fmt.Sprintf("%v: key %q: %s", ErrInvalid, e.key, e.msg) }
+func (e *keyError) Unwrap() error { return ErrInvalid }
 
 func keyOf(err error) string {
 	var ke *keyError
@@ -411,6 +431,9 @@ func (c Config) Validate() error {
 	if c.Explore < 0 || c.Explore > 4 || math.IsNaN(c.Explore) {
 		return bad("explore", "%v: want a bonus from 0 to 4", c.Explore)
 	}
+	if _, err := optimizer.ParseCopyEfficiency(c.Policies.HadarE.CopyEfficiency); err != nil {
+		return bad("policies.hadare.copy_efficiency", "%v", err)
+	}
 	// The optimizer's messages start with the key ("critical = 2: ...").
 	o := c.PolicyOptions()
 	for table, err := range map[string]error{"policies.hadar": o.Hadar.Validate(), "policies.tiresias": o.Tiresias.Validate()} {
@@ -440,7 +463,7 @@ func (c Config) Validate() error {
 		}
 	}
 	for from, to := range c.Models.Aliases {
-		if NormalizeModel(from) == "" || strings.TrimSpace(to) == "" {
+		if jobproto.NormalizeModel(from) == "" || strings.TrimSpace(to) == "" {
 			return bad("models.aliases", "empty name in %q = %q", from, to)
 		}
 	}
@@ -498,12 +521,12 @@ func show(v reflect.Value) any {
 	return v.Interface()
 }
 
-// LoadConfigOrDefault reads path like LoadConfig; if the file does not exist
-// and missingOK is set, it returns DefaultConfig().
-func LoadConfigOrDefault(path string, missingOK bool) (Config, bool, error) {
-	cfg, err := LoadConfig(path)
+// LoadOrDefault reads path like Load; if the file does not exist
+// and missingOK is set, it returns Default().
+func LoadOrDefault(path string, missingOK bool) (Config, bool, error) {
+	cfg, err := Load(path)
 	if err != nil && missingOK && errors.Is(err, fs.ErrNotExist) {
-		return DefaultConfig(), false, nil
+		return Default(), false, nil
 	}
 	return cfg, err == nil, err
 }

@@ -1,4 +1,4 @@
-package progresslog
+package jobproto
 
 import (
 	"errors"
@@ -7,39 +7,39 @@ import (
 	"os"
 )
 
-// MaxLine is the longest line a Follower returns; the rest of a longer
+// MaxLogLine is the longest line a LogFollower returns; the rest of a longer
 // line is dropped.
-const MaxLine = 64 << 10
+const MaxLogLine = 64 << 10
 
 // maxRead bounds what one Lines call reads, so a huge log is read in
 // pieces between writes of progress.
 const maxRead = 4 << 20
 
-// A Follower reads a log file as it grows, like tail -F: it waits for the
+// A LogFollower reads a log file as it grows, like tail -F: it waits for the
 // file to exist, starts at its beginning, reads from the start again when
 // the file is truncated (copytruncate, or a job restarted with `> log`),
 // and moves to the new file when the path is replaced (rotation by
 // rename), after reading the old one to its end. Lines end at "\n" or
 // "\r" (tqdm redraws its bar after a "\r"). It is not safe for concurrent
 // use.
-type Follower struct {
+type LogFollower struct {
 	path    string
 	f       *os.File
 	off     int64
 	partial []byte
 	shown   bool // partial was returned as a line already
-	long    bool // dropping the rest of a line longer than MaxLine
+	long    bool // dropping the rest of a line longer than MaxLogLine
 }
 
-// NewFollower returns a Follower of path. Nothing is opened until Lines.
-func NewFollower(path string) *Follower { return &Follower{path: path} }
+// NewLogFollower returns a LogFollower of path. Nothing is opened until Lines.
+func NewLogFollower(path string) *LogFollower { return &LogFollower{path: path} }
 
 // Lines returns the lines completed since the last call. An unterminated
 // last line is returned too once it has stopped growing (a tqdm bar
 // between redraws), or when final is true (the last call, when the
 // follower stops). A file that does not exist yet is no lines and no
 // error.
-func (fl *Follower) Lines(final bool) ([]string, error) {
+func (fl *LogFollower) Lines(final bool) ([]string, error) {
 	var lines []string
 	grew := false
 	for range 2 { // the current file, then the one that replaced it
@@ -89,7 +89,7 @@ func (fl *Follower) Lines(final bool) ([]string, error) {
 
 // read reads from the current offset to the end of the file (at most
 // maxRead bytes) and splits what it read into lines.
-func (fl *Follower) read(lines *[]string) (int, error) {
+func (fl *LogFollower) read(lines *[]string) (int, error) {
 	buf := make([]byte, 64<<10)
 	total := 0
 	for total < maxRead {
@@ -107,7 +107,7 @@ func (fl *Follower) read(lines *[]string) (int, error) {
 	return total, nil
 }
 
-func (fl *Follower) split(b []byte, lines *[]string) {
+func (fl *LogFollower) split(b []byte, lines *[]string) {
 	for _, c := range b {
 		if c == '\n' || c == '\r' {
 			fl.flushPartial(lines)
@@ -117,7 +117,7 @@ func (fl *Follower) split(b []byte, lines *[]string) {
 		if fl.long {
 			continue
 		}
-		if len(fl.partial) == MaxLine {
+		if len(fl.partial) == MaxLogLine {
 			fl.long = true
 			continue
 		}
@@ -128,7 +128,7 @@ func (fl *Follower) split(b []byte, lines *[]string) {
 
 // flushPartial ends the line being read (unless it is empty or was
 // returned already and has not grown since).
-func (fl *Follower) flushPartial(lines *[]string) {
+func (fl *LogFollower) flushPartial(lines *[]string) {
 	if len(fl.partial) > 0 && !fl.shown {
 		*lines = append(*lines, string(fl.partial))
 	}
@@ -136,7 +136,7 @@ func (fl *Follower) flushPartial(lines *[]string) {
 }
 
 // Close closes the file being followed.
-func (fl *Follower) Close() error {
+func (fl *LogFollower) Close() error {
 	if fl.f == nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package progresslog
+package jobproto
 
 import (
 	"math"
@@ -41,9 +41,9 @@ func TestParseLine(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s, tot, ok := ParseLine(tc.line)
+			s, tot, ok := ParseLogLine(tc.line)
 			if diff := cmp.Diff(tc.want, result{s, tot, ok}); diff != "" {
-				t.Errorf("ParseLine(%q) (-want +got):\n%s", tc.line, diff)
+				t.Errorf("ParseLogLine(%q) (-want +got):\n%s", tc.line, diff)
 			}
 		})
 	}
@@ -64,7 +64,7 @@ func TestParsePattern(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := New(tc.pattern)
+			p, err := NewLogParser(tc.pattern)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -75,8 +75,8 @@ func TestParsePattern(t *testing.T) {
 		})
 	}
 	for _, bad := range []string{`no groups`, `(unclosed`, `(?:x)`} {
-		if _, err := New(bad); err == nil {
-			t.Errorf("New(%q) accepted a pattern without a step group", bad)
+		if _, err := NewLogParser(bad); err == nil {
+			t.Errorf("NewLogParser(%q) accepted a pattern without a step group", bad)
 		}
 	}
 }
@@ -90,7 +90,7 @@ func FuzzParseProgressLine(f *testing.F) {
 		f.Add(s, `(\d+)/(\d+)`)
 	}
 	f.Fuzz(func(t *testing.T, line, pattern string) {
-		s, tot, ok := ParseLine(line)
+		s, tot, ok := ParseLogLine(line)
 		check := func(s, tot float64, ok bool) {
 			if !ok {
 				if s != 0 || tot != 0 {
@@ -109,10 +109,10 @@ func FuzzParseProgressLine(f *testing.F) {
 		if ok && !strings.ContainsAny(line, "0123456789") {
 			t.Fatalf("line %q without digits parsed as %v/%v", line, s, tot)
 		}
-		if s2, t2, ok2 := ParseLine(line); s2 != s || t2 != tot || ok2 != ok {
+		if s2, t2, ok2 := ParseLogLine(line); s2 != s || t2 != tot || ok2 != ok {
 			t.Fatalf("not deterministic on %q", line)
 		}
-		if p, err := New(pattern); err == nil {
+		if p, err := NewLogParser(pattern); err == nil {
 			check(p.Parse(line))
 		}
 	})

@@ -1,4 +1,4 @@
-package bridge
+package jobproto
 
 import (
 	"errors"
@@ -69,20 +69,20 @@ func NewModelResolver(jobTypes []string, aliases map[string]string) *ModelResolv
 func (r *ModelResolver) Resolve(model string) (string, error) {
 	n := NormalizeModel(model)
 	if n == "" {
-		return "", fmt.Errorf("model %q has no letters or digits", clip(model))
+		return "", fmt.Errorf("model %q has no letters or digits", Clip(model))
 	}
 	if to, ok := r.aliases[n]; ok {
 		if jts := r.byNorm[NormalizeModel(to)]; len(jts) == 1 {
 			return jts[0], nil
 		}
-		return "", fmt.Errorf("model %q: its alias %q is not a job type of the matrix", clip(model), to)
+		return "", fmt.Errorf("model %q: its alias %q is not a job type of the matrix", Clip(model), to)
 	}
 	switch jts := r.byNorm[n]; len(jts) {
 	case 1:
 		return jts[0], nil
 	case 0:
 	default:
-		return "", ambiguousError(fmt.Sprintf("model %q matches several job types: %s", clip(model), strings.Join(jts, "; ")))
+		return "", ambiguousError(fmt.Sprintf("model %q matches several job types: %s", Clip(model), strings.Join(jts, "; ")))
 	}
 	var near []string
 	starts := 0 // job types whose name starts with the model's
@@ -95,7 +95,7 @@ func (r *ModelResolver) Resolve(model string) (string, error) {
 		}
 	}
 	if len(near) == 0 {
-		return "", fmt.Errorf("unknown model %q", clip(model))
+		return "", fmt.Errorf("unknown model %q", Clip(model))
 	}
 	total := len(near)
 	more := ""
@@ -107,7 +107,7 @@ func (r *ModelResolver) Resolve(model string) (string, error) {
 		// Not unknown: several job types start with it (resnet50 names
 		// ResNet-50 at four batch sizes).
 		return "", ambiguousError(fmt.Sprintf("model %q is ambiguous: %d job types start with it (%s%s); write one of them in model=, or map it in [models] aliases",
-			clip(model), total, strings.Join(near, "; "), more))
+			Clip(model), total, strings.Join(near, "; "), more))
 	}
-	return "", fmt.Errorf("unknown model %q (did you mean %s%s?)", clip(model), strings.Join(near, "; "), more)
+	return "", fmt.Errorf("unknown model %q (did you mean %s%s?)", Clip(model), strings.Join(near, "; "), more)
 }

@@ -1,4 +1,4 @@
-package progresslog
+package jobproto
 
 import (
 	"os"
@@ -11,7 +11,7 @@ import (
 func TestFollower(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "train.log")
-	fl := NewFollower(path)
+	fl := NewLogFollower(path)
 	defer fl.Close()
 	step := func(name string, want ...string) {
 		t.Helper()
@@ -74,29 +74,29 @@ func TestFollower(t *testing.T) {
 
 func TestFollowerLongLine(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "log")
-	long := make([]byte, MaxLine+100)
+	long := make([]byte, MaxLogLine+100)
 	for i := range long {
 		long[i] = 'x'
 	}
 	if err := os.WriteFile(path, append(append([]byte("step 1/2 "), long...), "\nstep 2/2\n"...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fl := NewFollower(path)
+	fl := NewLogFollower(path)
 	defer fl.Close()
 	got, err := fl.Lines(false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || len(got[0]) != MaxLine || got[1] != "step 2/2" {
+	if len(got) != 2 || len(got[0]) != MaxLogLine || got[1] != "step 2/2" {
 		t.Fatalf("got %d lines, first %d bytes", len(got), len(got[0]))
 	}
-	if s, _, ok := ParseLine(got[0]); !ok || s != 1 {
+	if s, _, ok := ParseLogLine(got[0]); !ok || s != 1 {
 		t.Errorf("the kept start of a long line does not parse: %v %v", s, ok)
 	}
 }
 
 func TestFollowerNotRegular(t *testing.T) {
-	fl := NewFollower(t.TempDir())
+	fl := NewLogFollower(t.TempDir())
 	defer fl.Close()
 	if _, err := fl.Lines(false); err == nil {
 		t.Error("following a directory: no error")

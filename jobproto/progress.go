@@ -1,4 +1,4 @@
-package bridge
+package jobproto
 
 import (
 	"encoding/json"
@@ -13,6 +13,10 @@ import (
 	"syscall"
 	"time"
 )
+
+// DefaultSpoolDir is where jobs leave their progress reports (the
+// daemon's spool_dir unless the config says otherwise).
+const DefaultSpoolDir = "/var/spool/hadar"
 
 // ProgressSubdir is the directory under the spool dir where jobs report.
 const ProgressSubdir = "progress"
@@ -57,7 +61,7 @@ func WriteProgress(spoolDir, jobID string, steps float64, at time.Time) error {
 func WriteReport(spoolDir string, p Progress) error {
 	jobID, steps, at := p.JobID, p.Steps, p.At
 	if !reProgressID.MatchString(jobID) {
-		return fmt.Errorf("write progress: bad job id %q", clip(jobID))
+		return fmt.Errorf("write progress: bad job id %q", Clip(jobID))
 	}
 	if math.IsNaN(steps) || math.IsInf(steps, 0) || steps < 0 {
 		return fmt.Errorf("write progress of job %s: steps %v, want a finite number >= 0", jobID, steps)
@@ -135,7 +139,7 @@ func ReadProgress(spoolDir string) (map[string]Progress, []error) {
 		}
 		id := strings.TrimSuffix(name, ".json")
 		if !reProgressID.MatchString(id) {
-			errs = append(errs, fmt.Errorf("progress file %q: name is not <jobid>.json", clip(name)))
+			errs = append(errs, fmt.Errorf("progress file %q: name is not <jobid>.json", Clip(name)))
 			continue
 		}
 		p, err := readProgressFile(filepath.Join(dir, name))
@@ -193,9 +197,9 @@ func readProgressFile(path string) (Progress, error) {
 	return p, nil
 }
 
-// removeStaleProgress deletes report files of jobs that are no longer
+// RemoveStaleProgress deletes report files of jobs that are no longer
 // known and older than maxAge. It returns how many it removed.
-func removeStaleProgress(spoolDir string, known map[string]bool, now time.Time, maxAge time.Duration) int {
+func RemoveStaleProgress(spoolDir string, known map[string]bool, now time.Time, maxAge time.Duration) int {
 	dir := filepath.Join(spoolDir, ProgressSubdir)
 	entries, err := os.ReadDir(dir)
 	if err != nil {

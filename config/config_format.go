@@ -1,4 +1,4 @@
-package bridge
+package config
 
 import (
 	"bytes"
@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// ConfigKey describes one key of the config file, as ConfigKeys lists them.
-type ConfigKey struct {
+// KeyInfo describes one key of the config file, as Keys lists them.
+type KeyInfo struct {
 	// Key is the dotted TOML key ("round", "slurm.bin_dir", "gres.aliases").
 	Key string
 	// Field is the Go field path ("Round", "Slurm.BinDir").
@@ -20,18 +20,18 @@ type ConfigKey struct {
 	Kind string
 }
 
-// ConfigKeys lists every key of Config in file order, found through the
+// Keys lists every key of Config in file order, found through the
 // toml tags: the reference the example config, `hadar config check` and
 // the hadar.toml(5) man page are checked against.
-func ConfigKeys() []ConfigKey {
-	var out []ConfigKey
+func Keys() []KeyInfo {
+	var out []KeyInfo
 	walkConfig(reflect.TypeOf(Config{}), "", "", &out)
 	return out
 }
 
 var durationType = reflect.TypeOf(Duration{})
 
-func walkConfig(t reflect.Type, prefix, fieldPrefix string, out *[]ConfigKey) {
+func walkConfig(t reflect.Type, prefix, fieldPrefix string, out *[]KeyInfo) {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		name := strings.Split(f.Tag.Get("toml"), ",")[0]
@@ -42,24 +42,24 @@ func walkConfig(t reflect.Type, prefix, fieldPrefix string, out *[]ConfigKey) {
 		field := fieldPrefix + f.Name
 		switch {
 		case f.Type == durationType:
-			*out = append(*out, ConfigKey{Key: key, Field: field, Kind: "duration"})
+			*out = append(*out, KeyInfo{Key: key, Field: field, Kind: "duration"})
 		case f.Type.Kind() == reflect.Struct:
 			walkConfig(f.Type, key+".", field+".", out)
 		case f.Type.Kind() == reflect.Map:
-			*out = append(*out, ConfigKey{Key: key, Field: field, Kind: "map"})
+			*out = append(*out, KeyInfo{Key: key, Field: field, Kind: "map"})
 		case f.Type.Kind() == reflect.Bool:
-			*out = append(*out, ConfigKey{Key: key, Field: field, Kind: "bool"})
+			*out = append(*out, KeyInfo{Key: key, Field: field, Kind: "bool"})
 		default:
-			*out = append(*out, ConfigKey{Key: key, Field: field, Kind: f.Type.Kind().String()})
+			*out = append(*out, KeyInfo{Key: key, Field: field, Kind: f.Type.Kind().String()})
 		}
 	}
 }
 
-// FormatConfig writes cfg as a TOML file that ParseConfig reads back to the
+// Format writes cfg as a TOML file that Parse reads back to the
 // same value: every key, defaults included, tables in the order of the
 // Config struct, map entries sorted, durations in their shortest unit
 // ("6m", "90s", "1h30m").
-func FormatConfig(cfg Config) []byte {
+func Format(cfg Config) []byte {
 	var b bytes.Buffer
 	formatTable(&b, reflect.ValueOf(cfg), "")
 	return bytes.TrimLeft(b.Bytes(), "\n")

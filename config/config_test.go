@@ -1,4 +1,4 @@
-package bridge
+package config
 
 import (
 	"errors"
@@ -15,7 +15,7 @@ import (
 )
 
 func TestDefaultConfigValid(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := Default()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func TestDefaultConfigValid(t *testing.T) {
 	}
 }
 
-func TestParseConfig(t *testing.T) {
+func TestParse(t *testing.T) {
 	good := `
 policy = "gavel"
 round = "2m"
@@ -57,11 +57,11 @@ level = "debug"
 [metrics]
 listen = "127.0.0.1:9999"
 `
-	cfg, err := ParseConfig([]byte(good), "hadar.toml")
+	cfg, err := Parse([]byte(good), "hadar.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := DefaultConfig()
+	want := Default()
 	want.Policy = "gavel"
 	want.Round = Duration{2 * time.Minute}
 	want.PollInterval = Duration{5 * time.Second}
@@ -80,8 +80,8 @@ listen = "127.0.0.1:9999"
 	if diff := cmp.Diff(want, cfg); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
-	if len(want.Diff(DefaultConfig())) < 10 {
-		t.Errorf("Diff found too few changes: %v", want.Diff(DefaultConfig()))
+	if len(want.Diff(Default())) < 10 {
+		t.Errorf("Diff found too few changes: %v", want.Diff(Default()))
 	}
 }
 
@@ -106,12 +106,12 @@ func TestParseConfigErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := ParseConfig([]byte(tt.text), "hadar.toml")
+			_, err := Parse([]byte(tt.text), "hadar.toml")
 			if err == nil {
 				t.Fatal("no error")
 			}
-			if !errors.Is(err, ErrConfig) {
-				t.Errorf("error %v does not wrap ErrConfig", err)
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("error %v does not wrap ErrInvalid", err)
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(err.Error(), w) {
@@ -128,31 +128,31 @@ func TestLoadConfigFiles(t *testing.T) {
 	if err := os.WriteFile(path, []byte("round = \"1m\"\n"), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := LoadConfig(path)
+	cfg, err := Load(path)
 	if err != nil || cfg.Round.Duration != time.Minute {
-		t.Fatalf("LoadConfig = %v, %v", cfg.Round, err)
+		t.Fatalf("Load = %v, %v", cfg.Round, err)
 	}
 	if err := os.Chmod(path, 0o666); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadConfig(path); err == nil || !strings.Contains(err.Error(), "writable by every user") {
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "writable by every user") {
 		t.Errorf("world-writable config accepted: %v", err)
 	}
 	missing := filepath.Join(dir, "none.toml")
-	if _, err := LoadConfig(missing); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := Load(missing); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing file: %v", err)
 	}
-	cfg, found, err := LoadConfigOrDefault(missing, true)
+	cfg, found, err := LoadOrDefault(missing, true)
 	if err != nil || found || cfg.Policy != "hadar" {
-		t.Errorf("LoadConfigOrDefault(missing, true) = %v, %v, %v", cfg.Policy, found, err)
+		t.Errorf("LoadOrDefault(missing, true) = %v, %v, %v", cfg.Policy, found, err)
 	}
-	if _, _, err := LoadConfigOrDefault(missing, false); err == nil {
-		t.Error("LoadConfigOrDefault(missing, false): no error")
+	if _, _, err := LoadOrDefault(missing, false); err == nil {
+		t.Error("LoadOrDefault(missing, false): no error")
 	}
 }
 
 func TestPolicyOptionsFromConfig(t *testing.T) {
-	cfg, err := ParseConfig([]byte("[policies.hadar]\ncritical = 0.8\nfluid_every = -1\n[policies.tiresias]\nthresholds = [100, 200]\n"), "t.toml")
+	cfg, err := Parse([]byte("[policies.hadar]\ncritical = 0.8\nfluid_every = -1\n[policies.tiresias]\nthresholds = [100, 200]\n"), "t.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestPolicyOptionsFromConfig(t *testing.T) {
 	if o.Hadar.Critical != 0.8 || o.Hadar.FluidEvery != -1 || o.Hadar.PriceRounds != 60 || len(o.Tiresias.Thresholds) != 2 {
 		t.Errorf("options %+v", o)
 	}
-	p, err := newPolicy(cfg)
+	p, err := optimizer.New(cfg.Policy, cfg.PolicyOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,8 +169,41 @@ func TestPolicyOptionsFromConfig(t *testing.T) {
 		t.Errorf("hadar built with %+v", h)
 	}
 	for _, bad := range []string{"[policies.hadar]\ncritical = 2\n", "[policies.tiresias]\nthresholds = [300, 200]\n", "[policies.hadar]\nbogus = 1\n"} {
-		if _, err := ParseConfig([]byte(bad), "t.toml"); err == nil || !strings.Contains(err.Error(), "t.toml:2") {
-			t.Errorf("ParseConfig(%q) = %v, want an error at line 2", bad, err)
+		if _, err := Parse([]byte(bad), "t.toml"); err == nil || !strings.Contains(err.Error(), "t.toml:2") {
+			t.Errorf("Parse(%q) = %v, want an error at line 2", bad, err)
+		}
+	}
+}
+
+// TestCopyEfficiencyFromConfig: [policies.hadare] copy_efficiency reaches
+// the options hadare is built with (default 1), and a bad value is an
+// error at its line.
+func TestCopyEfficiencyFromConfig(t *testing.T) {
+	tests := []struct {
+		file string
+		want optimizer.CopyEfficiency
+	}{
+		{"", optimizer.CopyEfficiency{Constant: 1}},
+		{"[policies.hadare]\ncopy_efficiency = \"0.34\"\n", optimizer.CopyEfficiency{Constant: 0.34}},
+		{"[policies.hadare]\ncopy_efficiency = \"2:0.63,4:0.34,8:0.18\"\n", optimizer.MeasuredCopyEfficiency()},
+	}
+	for _, tc := range tests {
+		cfg, err := Parse([]byte(tc.file), "t.toml")
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", tc.file, err)
+		}
+		if diff := cmp.Diff(tc.want, cfg.PolicyOptions().CopyEfficiency); diff != "" {
+			t.Errorf("%q: copy efficiency (-want +got):\n%s", tc.file, diff)
+		}
+		if diff := cmp.Diff(tc.want, optimizer.NewHadarE(cfg.PolicyOptions()).Efficiency); diff != "" {
+			t.Errorf("%q: hadare built with (-want +got):\n%s", tc.file, diff)
+		}
+	}
+	for _, bad := range []string{"0", "1.5", "2:0.6,2:0.5", "1:0.5", "x", ""} {
+		file := "[policies.hadare]\ncopy_efficiency = \"" + bad + "\"\n"
+		_, err := Parse([]byte(file), "t.toml")
+		if err == nil || !strings.Contains(err.Error(), "t.toml:2") || !errors.Is(err, ErrInvalid) {
+			t.Errorf("copy_efficiency = %q: %v, want a bad config at line 2", bad, err)
 		}
 	}
 }
