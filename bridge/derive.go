@@ -831,21 +831,13 @@ func fitNodes(j *optimizer.Job, free []optimizer.Node, types []string) []optimiz
 	return out
 }
 
-// migrationGain estimates the seconds a running job saves by moving from
-// cur to next: its remaining time at the current rate minus at the new one.
+// migrationGain is optimizer.MoveGain for a running job of the snapshot
+// (0 for a job the snapshot lacks).
 func migrationGain(tp optimizer.Throughputs, sj *optimizer.Job, model string, workers int, cur, next []optimizer.Task) float64 {
 	if sj == nil {
 		return 0
 	}
-	rc := tp.PlacementRate(model, workers, cur)
-	rn := tp.PlacementRate(model, workers, next)
-	if rn <= 0 {
-		return math.Inf(-1)
-	}
-	if rc <= 0 {
-		return math.Inf(1)
-	}
-	return sj.RemainingSteps/rc - sj.RemainingSteps/rn
+	return optimizer.MoveGain(tp, model, workers, sj.RemainingSteps, cur, next)
 }
 
 func jobsOfClass(v *View, c JobClass) []*JobView {

@@ -192,18 +192,25 @@ func placeEvicted(s *Snapshot, plan *Plan, evicted map[string]string) {
 	}
 }
 
-// moveGain is the seconds job j saves by moving from its current tasks to
-// next: its remaining time at the current rate minus at the new one.
+// moveGain is MoveGain for job j of the snapshot, from its current tasks.
 func moveGain(s *Snapshot, j *Job, next []Task) float64 {
-	cur := s.Throughput.PlacementRate(j.Type, j.Workers, j.Current)
-	rate := s.Throughput.PlacementRate(j.Type, j.Workers, next)
+	return MoveGain(s.Throughput, j.Type, j.Workers, j.RemainingSteps, j.Current, next)
+}
+
+// MoveGain is the seconds a job with remaining steps saves by moving from
+// the tasks cur to next: its remaining time at the current rate minus at
+// the new one; -Inf if next makes no progress, +Inf if cur makes none.
+// The policies' migration guards and the daemon's decision texts use it.
+func MoveGain(tp Throughputs, jobType string, workers int, remaining float64, cur, next []Task) float64 {
+	rc := tp.PlacementRate(jobType, workers, cur)
+	rn := tp.PlacementRate(jobType, workers, next)
 	switch {
-	case rate <= 0:
+	case rn <= 0:
 		return math.Inf(-1)
-	case cur <= 0:
+	case rc <= 0:
 		return math.Inf(1)
 	}
-	return j.RemainingSteps/cur - j.RemainingSteps/rate
+	return remaining/rc - remaining/rn
 }
 
 // hasKey reports whether one of tasks is on the node and type of key.
