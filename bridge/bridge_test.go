@@ -46,11 +46,11 @@ type countingStore struct {
 	samples []profiles.Observation
 }
 
-func (s *countingStore) RecordObservations(ctx context.Context, obs []profiles.Observation) []error {
+func (s *countingStore) RecordObservation(ctx context.Context, o profiles.Observation) error {
 	s.mu.Lock()
-	s.samples = append(s.samples, obs...)
+	s.samples = append(s.samples, o)
 	s.mu.Unlock()
-	return s.Store.RecordObservations(ctx, obs)
+	return s.Store.RecordObservation(ctx, o)
 }
 
 type harness struct {
