@@ -139,6 +139,7 @@ type Bridge struct {
 	tick       atomic.Int64      // unix ns of Run's last loop turn (Alive)
 	started    time.Time
 	ranOn      map[string][]string // tagged jobs -> nodes they were last seen running on
+	staleGres  map[string]int      // nodes whose GresUsed counts GPUs no job holds -> count warned about
 	// slurmVersion is the Slurm release, once read (version.go).
 	slurmVersion *slurm.Version
 
@@ -402,6 +403,7 @@ func (b *Bridge) cycle(ctx context.Context, midRound bool) (RoundReport, error) 
 		Retype: b.retype(ctx, log), Requested: requested,
 	})
 	b.noteRanOn(view)
+	b.warnStaleGres(log, view)
 	rep.View = view
 	rep.Measured = measured
 	rep.Jobs = len(view.Jobs)
@@ -669,6 +671,25 @@ func (b *Bridge) noteRanOn(v *View) {
 	b.ranOn = next
 }
 
+// warnStaleGres logs each node whose GresUsed counts GPUs that no job
+// holds, once until the count changes: hadar counts them free, and the
+// admin learns how to correct Slurm's own figure.
+func (b *Bridge) warnStaleGres(log *slog.Logger, v *View) {
+	next := map[string]int{}
+	for _, n := range v.Nodes {
+		if n.StaleUsed == 0 {
+			continue
+		}
+		next[n.Name] = n.StaleUsed
+		if b.staleGres[n.Name] != n.StaleUsed {
+			log.Warn("Slurm counts GPUs as used on a node that runs no job; hadar counts them free "+
+				"(slurmctld 22.05 does this after a restart when jobs ended while it was down; `scontrol reconfigure` corrects it)",
+				"node", n.Name, "gpus", n.StaleUsed)
+		}
+	}
+	b.staleGres = next
+}
+
 func (b *Bridge) setLastSeen(v *View) {
 	seen := map[string]string{}
 	for _, j := range v.Jobs {
@@ -901,6 +922,8 @@ func (b *Bridge) enforce(ctx context.Context, log *slog.Logger, cfg config.Confi
 				log.Warn("action failed; it is re-derived next round", "command", r.Action.String(), "jobs", r.Sent, "err", r.Err)
 			case len(r.Skipped) > 0:
 				log.Warn("action skipped for some jobs (an earlier step failed)", "command", r.Action.String(), "skipped", r.Skipped)
+			case len(r.Ended) > 0:
+				log.Info("not requeued: no longer running (it ended since the round looked)", "jobs", r.Ended, "requeued", r.Sent)
 			default:
 				log.Debug("action done", "command", r.Action.String(), "duration", r.Duration)
 			}

@@ -33,8 +33,10 @@ func testMatrix() optimizer.Throughputs {
 	return tp
 }
 
+// sNode builds a node with used of its gpus allocated (to jobs holding one
+// CPU per GPU, whether or not the test's queue lists them).
 func sNode(name, typ string, gpus, used int) slurm.Node {
-	return slurm.Node{Name: name, State: "mixed", RawState: "MIXED",
+	return slurm.Node{Name: name, State: "mixed", RawState: "MIXED", CPUAlloc: used,
 		Gres:     []slurm.GRES{{Name: "gpu", Type: typ, Count: gpus}},
 		GresUsed: []slurm.GRES{{Name: "gpu", Type: typ, Count: used}}}
 }
@@ -489,5 +491,50 @@ func TestExecutorPlacesInParallel(t *testing.T) {
 	}
 	if calls := fc.Calls(); calls[len(calls)-1] != "Release "+strings.Join(ids, ",") {
 		t.Errorf("last call %q, want the release after every placement", calls[len(calls)-1])
+	}
+}
+
+// A job that ends between the round's look and its requeuehold is left
+// alone: Slurm would requeue the completed job and run it again.
+func TestExecutorDoesNotRequeueEndedJobs(t *testing.T) {
+	fc := newFakeCluster("v1:v100:4", "v2:v100:4")
+	a := fc.submit("hadar model=m", 1, 1, t0)
+	b := fc.submit("hadar model=m", 1, 1, t0)
+	allowed := map[string]bool{a: true, b: true}
+	(&Executor{Cluster: fc, Allowed: allowed}).Execute(context.Background(), []Action{
+		{Kind: ActPlace, JobIDs: []string{a}, Nodes: []string{"v1"}},
+		{Kind: ActPlace, JobIDs: []string{b}, Nodes: []string{"v1"}},
+		{Kind: ActRelease, JobIDs: []string{a, b}},
+	})
+	fc.finish(b)
+	move := []Action{
+		{Kind: ActRequeueHold, JobIDs: []string{a, b}},
+		{Kind: ActPlace, JobIDs: []string{a}, Nodes: []string{"v2"}},
+		{Kind: ActPlace, JobIDs: []string{b}, Nodes: []string{"v2"}},
+		{Kind: ActRelease, JobIDs: []string{a, b}},
+	}
+	res := (&Executor{Cluster: fc, Allowed: allowed}).Execute(context.Background(), move)
+	type got struct{ Sent, Ended, Skipped []string }
+	var sum []got
+	for _, r := range res {
+		sum = append(sum, got{r.Sent, r.Ended, r.Skipped})
+	}
+	want := []got{{Sent: []string{a}, Ended: []string{b}}, {Sent: []string{a}}, {Skipped: []string{b}}, {Sent: []string{a}, Skipped: []string{b}}}
+	if d := cmp.Diff(want, sum); d != "" {
+		t.Errorf("results (-want +got):\n%s", d)
+	}
+	if fc.job(b).state == "PENDING" || fc.job(b).restarts != 0 {
+		t.Errorf("ended job %s requeued: state %s, restarts %d", b, fc.job(b).state, fc.job(b).restarts)
+	}
+
+	// The queue cannot be read: nothing is requeued this round.
+	c := fc.submit("hadar model=m", 1, 1, t0)
+	allowed[c] = true
+	(&Executor{Cluster: fc, Allowed: allowed}).Execute(context.Background(), []Action{
+		{Kind: ActPlace, JobIDs: []string{c}, Nodes: []string{"v1"}}, {Kind: ActRelease, JobIDs: []string{c}}})
+	fc.fail["Jobs"] = slurm.ErrControllerDown
+	res = (&Executor{Cluster: fc, Allowed: allowed}).Execute(context.Background(), move[:1:1])
+	if !errors.Is(res[0].Err, slurm.ErrControllerDown) || fc.job(a).state != "RUNNING" {
+		t.Errorf("requeuehold with an unreadable queue: err %v, job %s %s", res[0].Err, a, fc.job(a).state)
 	}
 }

@@ -34,6 +34,9 @@ type ActionResult struct {
 	// earlier step for them failed in this round; Refused those the guard
 	// rejected (not tagged).
 	Sent, Skipped, Refused []string
+	// Ended (requeuehold only) are the jobs left alone because they no
+	// longer ran when it was sent (see dropEnded).
+	Ended []string
 	// Err is the error of the Slurm command, if any.
 	Err      error
 	Duration time.Duration
@@ -113,7 +116,7 @@ func (e *Executor) Execute(ctx context.Context, actions []Action) []ActionResult
 					down = true
 				}
 			}
-			for _, id := range r.Skipped {
+			for _, id := range append(r.Skipped, r.Ended...) {
 				failed[id] = true
 			}
 			if r.Action.Kind == ActAwaitStart && !r.OK() {
@@ -150,6 +153,12 @@ func (e *Executor) send(ctx context.Context, batch []ActionResult) {
 	if len(batch) == 1 {
 		if r := &batch[0]; len(r.Sent) > 0 {
 			start := time.Now()
+			if r.Action.Kind == ActRequeueHold {
+				if e.dropEnded(ctx, r); r.Err != nil || len(r.Sent) == 0 {
+					r.Duration = time.Since(start)
+					return
+				}
+			}
 			r.Err = e.run(ctx, r.Action, r.Sent)
 			r.Duration = time.Since(start)
 		}
@@ -172,6 +181,36 @@ func (e *Executor) send(ctx context.Context, batch []ActionResult) {
 		}()
 	}
 	wg.Wait()
+}
+
+// dropEnded leaves out of a requeuehold the jobs that no longer run: Slurm
+// requeues a job that has just completed too (it requeues "done/exit/
+// exiting" jobs), and the job would then run again from its start. The
+// round's snapshot is some hundred milliseconds old when the requeue goes
+// out; one squeue just before narrows that window to its own few
+// milliseconds (it cannot close it). If the queue cannot be read, nothing
+// is requeued this round.
+func (e *Executor) dropEnded(ctx context.Context, r *ActionResult) {
+	jobs, err := e.Cluster.Jobs(ctx)
+	if err != nil {
+		r.Err = fmt.Errorf("looking whether the jobs still run before requeuing them: %w", err)
+		return
+	}
+	running := map[string]bool{}
+	for _, j := range jobs {
+		if j.State == "RUNNING" || j.State == "CONFIGURING" {
+			running[j.ID()] = true
+		}
+	}
+	var keep []string
+	for _, id := range r.Sent {
+		if running[id] {
+			keep = append(keep, id)
+		} else {
+			r.Ended = append(r.Ended, id)
+		}
+	}
+	r.Sent = keep
 }
 
 // dependent kinds need the job's earlier steps of the round to have worked:

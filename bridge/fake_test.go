@@ -530,7 +530,9 @@ func (f *fakeCluster) RequeueHold(ctx context.Context, ids ...string) error {
 		return err
 	}
 	return f.forEach("RequeueHold", ids, func(j *fakeJob) error {
-		if j.state != "RUNNING" {
+		// Slurm requeues a completed job too (22.05.8, measured: COMPLETED
+		// -> PENDING held, Restarts=1), to run it again.
+		if j.state != "RUNNING" && j.state != "COMPLETED" {
 			return slurm.ErrJobNotPending
 		}
 		// What squeue's %r shows after scontrol requeuehold in 22.05.

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/hadar-sched/hadar/internal/statedb"
@@ -32,6 +33,12 @@ func storedActions(results []ActionResult, dryRun bool) []statedb.Action {
 			a.Result, a.Error = "error", res.Err.Error()
 		case len(res.Refused) > 0:
 			a.Result = "refused"
+		case len(res.Ended) > 0:
+			a.Result = "partial"
+			if len(res.Sent) == 0 {
+				a.Result = "skipped"
+			}
+			a.Error = "not requeued, no longer running: " + strings.Join(res.Ended, ",")
 		case len(res.Sent) == 0 && len(res.Skipped) > 0:
 			a.Result = "skipped"
 		case len(res.Skipped) > 0:
@@ -42,7 +49,7 @@ func storedActions(results []ActionResult, dryRun bool) []statedb.Action {
 		case dryRun:
 			a.Result = "dry-run"
 		}
-		a.JobIDs = strings.Join(append(append(append([]string(nil), res.Sent...), res.Skipped...), res.Refused...), ",")
+		a.JobIDs = strings.Join(slices.Concat(res.Sent, res.Ended, res.Skipped, res.Refused), ",")
 		switch res.Action.Kind {
 		case ActComment:
 			a.Detail = res.Action.Text

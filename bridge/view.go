@@ -134,6 +134,11 @@ type NodeView struct {
 	// running hadar jobs hadar may re-plan; Reserved held for launching
 	// hadar jobs.
 	Total, Used, Hadar, Reserved int
+	// StaleUsed are GPUs Slurm's GresUsed counts on a node that runs no
+	// job (no CPU allocated, no job of the queue on it): counted free, not
+	// in Used (slurmctld 22.05 leaves them after a restart when jobs ended
+	// while it was down, while its scheduler does use them).
+	StaleUsed int
 	// Usable says whether hadar places work here; Why says why not.
 	Usable bool
 	Why    string
@@ -315,8 +320,16 @@ func BuildView(in ViewInput) *View {
 	if note == nil {
 		note = func(string, string) {}
 	}
+	occupied := map[string]bool{}
+	for _, j := range in.Jobs {
+		if j.State != "PENDING" {
+			for _, name := range j.Nodes {
+				occupied[name] = true
+			}
+		}
+	}
 	for _, n := range in.Nodes {
-		v.Nodes = append(v.Nodes, nodeView(n, in))
+		v.Nodes = append(v.Nodes, nodeView(n, in, occupied[n.Name]))
 	}
 	sort.Slice(v.Nodes, func(a, b int) bool { return v.Nodes[a].Name < v.Nodes[b].Name })
 	for i := range v.Nodes {
@@ -428,15 +441,23 @@ func BuildView(in ViewInput) *View {
 
 // nodeView is what the round sees of node n: its GPUs by site type, its
 // canonical type or per-type pools, and why hadar does not use it, if so.
-func nodeView(n slurm.Node, in ViewInput) NodeView {
+// occupied: a job of the queue (not pending) is on the node.
+func nodeView(n slurm.Node, in ViewInput, occupied bool) NodeView {
 	nv := NodeView{Name: n.Name, State: n.State, Schedulable: n.Schedulable(), SiteTypes: map[string]int{},
 		CPUTot: n.CPUTot, CPUAlloc: n.CPUAlloc, MemTot: n.RealMemory, MemAlloc: n.AllocMem}
 	for site, c := range slurm.GPUsByType(n.Gres) {
 		nv.SiteTypes[site] += c
 		nv.Total += c
 	}
-	for _, c := range slurm.GPUsByType(n.GresUsed) {
+	used := n.GresUsed
+	for _, c := range slurm.GPUsByType(used) {
 		nv.Used += c
+	}
+	// Every job holds at least one CPU: GPUs counted used on a node with
+	// none allocated and no job on it are a stale count, and Slurm's
+	// scheduler starts jobs on them (checked on 22.05.8).
+	if nv.Used > 0 && n.CPUAlloc == 0 && !occupied {
+		nv.StaleUsed, nv.Used, used = nv.Used, 0, nil
 	}
 	switch {
 	case nv.Total == 0:
@@ -455,12 +476,12 @@ func nodeView(n slurm.Node, in ViewInput) NodeView {
 				}
 			}
 		} else if in.Retype {
-			nv.Pools, _ = typePools(nv.SiteTypes, n.GresUsed, in.ResolveGPU)
+			nv.Pools, _ = typePools(nv.SiteTypes, used, in.ResolveGPU)
 		}
 	case len(nv.SiteTypes) > 1 && !in.Retype:
 		nv.Why = "several GPU types (Slurm would choose the type)"
 	case len(nv.SiteTypes) > 1:
-		nv.Pools, nv.Why = typePools(nv.SiteTypes, n.GresUsed, in.ResolveGPU)
+		nv.Pools, nv.Why = typePools(nv.SiteTypes, used, in.ResolveGPU)
 	default:
 		for site := range nv.SiteTypes {
 			if site == "" {

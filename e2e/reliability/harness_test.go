@@ -132,8 +132,43 @@ func need(t *testing.T) *tcase {
 		t.Fatal(err)
 	}
 	waitQueueEmpty(t)
+	clearStaleGres(t)
 	t.Cleanup(tc.cleanup)
 	return tc
+}
+
+// clearStaleGres keeps the tests independent of each other's slurmctld
+// restarts: with the queue empty, GPUs Slurm 22.05 still counts as used are
+// left from jobs that ended while slurmctld was down (the daemon counts
+// them free, bridge.NodeView.StaleUsed), and `scontrol reconfigure`
+// corrects Slurm's figure.
+func clearStaleGres(t *testing.T) {
+	t.Helper()
+	stale := func() map[string]int {
+		r := e2eutil.Run(0, nil, "scontrol", "-a", "-d", "-o", "show", "node")
+		if r.Err != nil {
+			return nil
+		}
+		nodes, _ := slurm.ParseNodes(strings.NewReader(r.Stdout))
+		out := map[string]int{}
+		for _, n := range nodes {
+			for _, c := range slurm.GPUsByType(n.GresUsed) {
+				if c > 0 {
+					out[n.Name] += c
+				}
+			}
+		}
+		return out
+	}
+	s := stale()
+	if len(s) == 0 {
+		return
+	}
+	t.Logf("Slurm counts GPUs as used with the queue empty %v (left by an earlier test's slurmctld restart): scontrol reconfigure", s)
+	mustRun(t, "scontrol", "reconfigure")
+	if !e2eutil.WaitFor(20*time.Second, func() bool { return len(stale()) == 0 }) {
+		t.Fatalf("GPUs still counted used after scontrol reconfigure: %v", stale())
+	}
 }
 
 // ---------------------------------------------------------------- results
@@ -375,7 +410,7 @@ func assertAllCompleted(t *testing.T, ids []string) {
 	for _, id := range ids {
 		if st[id] != "COMPLETED" {
 			bad++
-			t.Errorf("job %s ended %q, want COMPLETED", id, st[id])
+			t.Errorf("job %s ended %q, want COMPLETED; what Slurm logged of it:\n%s", id, st[id], jobStory(id))
 		}
 	}
 	if bad == 0 {
@@ -384,6 +419,27 @@ func assertAllCompleted(t *testing.T, ids []string) {
 }
 
 // ---------------------------------------------------------------- Slurm's own records
+
+// jobStory is what slurmctld's log and the jobcomp log say of job id (the
+// last 30 lines), for a failure message: a CI run keeps no artifacts.
+func jobStory(id string) string {
+	var lines []string
+	for _, name := range []string{"slurmctld.log", "jobcomp.log"} {
+		b, err := os.ReadFile(filepath.Join(clusterDir, "log", name))
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, "JobId="+id+" ") || strings.HasSuffix(l, "JobId="+id) {
+				lines = append(lines, name+": "+l)
+			}
+		}
+	}
+	if len(lines) > 30 {
+		lines = lines[len(lines)-30:]
+	}
+	return strings.Join(lines, "\n")
+}
 
 // jobcompRecords reads the jobcomp log: one record per end of a run
 // (COMPLETED, and PENDING/REQUEUED/NODE_FAIL for runs that were requeued).
