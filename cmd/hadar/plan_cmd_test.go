@@ -95,6 +95,9 @@ func demoNodes(t testing.TB, used map[string]int) []byte {
 				state = "ALLOCATED"
 			}
 			line = strings.Replace(line, "State=IDLE", "State="+state, 1)
+			// The jobs holding the GPUs hold CPUs too (a node with GPUs
+			// used and no CPU allocated is read as Slurm's stale count).
+			line = strings.Replace(line, "CPUAlloc=0 ", fmt.Sprintf("CPUAlloc=%d ", n), 1)
 		}
 		out = append(out, line)
 	}
