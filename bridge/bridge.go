@@ -558,7 +558,7 @@ func (b *Bridge) updateProgress(ctx context.Context, log *slog.Logger, cfg confi
 		log.Warn("skipping progress file", "err", err)
 	}
 	out := map[string]JobProgress{}
-	var obs []statedb.Observation
+	var obs, seen []statedb.Observation
 	known := map[string]bool{}
 	for _, jv := range slices.Concat(v.Jobs, v.copyJobViews()) {
 		known[jv.ID] = true
@@ -610,13 +610,24 @@ func (b *Bridge) updateProgress(ctx context.Context, log *slog.Logger, cfg confi
 				Steps: smp.steps, Seconds: smp.seconds, At: rp.At}
 			if cfg.DryRun {
 				log.Debug("dry run: not learning from progress", "job", jv.ID)
-			} else if err := b.deps.Store.RecordObservation(ctx, profiles.Observation{JobType: o.Model, GPUType: o.GPUType,
-				Workers: o.Workers, Steps: o.Steps, Seconds: o.Seconds, At: o.At}); err != nil {
-				log.Warn("could not record a throughput observation", "job", jv.ID, "err", err)
 			} else {
-				obs = append(obs, o)
-				b.deps.Metrics.observeSample()
+				seen = append(seen, o)
 			}
+		}
+	}
+	if len(seen) > 0 {
+		learn := make([]profiles.Observation, len(seen))
+		for i, o := range seen {
+			learn[i] = profiles.Observation{JobType: o.Model, GPUType: o.GPUType, Workers: o.Workers,
+				Steps: o.Steps, Seconds: o.Seconds, At: o.At}
+		}
+		for i, err := range b.deps.Store.RecordObservations(ctx, learn) {
+			if err != nil {
+				log.Warn("could not record a throughput observation", "job", seen[i].JobID, "err", err)
+				continue
+			}
+			obs = append(obs, seen[i])
+			b.deps.Metrics.observeSample()
 		}
 	}
 	for id := range b.distrusted {

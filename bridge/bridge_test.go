@@ -46,11 +46,11 @@ type countingStore struct {
 	samples []profiles.Observation
 }
 
-func (s *countingStore) RecordObservation(ctx context.Context, o profiles.Observation) error {
+func (s *countingStore) RecordObservations(ctx context.Context, obs []profiles.Observation) []error {
 	s.mu.Lock()
-	s.samples = append(s.samples, o)
+	s.samples = append(s.samples, obs...)
 	s.mu.Unlock()
-	return s.Store.RecordObservation(ctx, o)
+	return s.Store.RecordObservations(ctx, obs)
 }
 
 type harness struct {

@@ -53,8 +53,9 @@ type Profiles interface {
 	Throughputs(ctx context.Context) (optimizer.Throughputs, error)
 	// ResolveGPUType maps a site GRES type name to a canonical GPU type.
 	ResolveGPUType(ctx context.Context, name string) (string, error)
-	// RecordObservation learns from a job's measured progress.
-	RecordObservation(ctx context.Context, o profiles.Observation) error
+	// RecordObservations learns from the jobs' measured progress, one
+	// error per observation (nil: recorded).
+	RecordObservations(ctx context.Context, obs []profiles.Observation) []error
 }
 
 var _ Profiles = (*profiles.Store)(nil)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hadar-sched/hadar/jobproto"
@@ -586,6 +587,7 @@ func statusComments(v *View, s *optimizer.Snapshot, decisions []Decision) []Acti
 	}
 	byText := map[string][]string{}
 	var texts []string
+	fastestFirst := sync.OnceValue(s.TypesFastestFirst)
 	for _, dec := range decisions {
 		jv := v.Job(dec.JobID)
 		if jv == nil || !jv.AdminCommentKnown || jv.CopyOf != "" {
@@ -596,7 +598,7 @@ func statusComments(v *View, s *optimizer.Snapshot, decisions []Decision) []Acti
 		case DecideWait, DecideDefer:
 			var types []string
 			if j := snapJobs[jv.ID]; j != nil {
-				for _, t := range s.TypesFastestFirst() {
+				for _, t := range fastestFirst() {
 					if s.JobRate(j, t, j.Workers) > 0 {
 						types = append(types, t)
 					}

@@ -202,6 +202,21 @@ func (s *Store) ResolveGPUType(ctx context.Context, name string) (string, error)
 	if name == "" {
 		return "", fmt.Errorf("resolve GPU type: %w: empty name", ErrInvalid)
 	}
+	s.cache.mu.Lock()
+	defer s.cache.mu.Unlock()
+	if s.cache.current(ctx) {
+		if gt, ok := s.cache.resolved[name]; ok {
+			return gt, nil
+		}
+	}
+	gt, err := s.resolveGPUType(ctx, name)
+	if err == nil && s.cache.valid {
+		s.cache.resolved[name] = gt
+	}
+	return gt, err
+}
+
+func (s *Store) resolveGPUType(ctx context.Context, name string) (string, error) {
 	gt, err := lookupGPUType(ctx, s.db, name)
 	if err == nil {
 		return gt, nil

@@ -506,6 +506,45 @@ func WithPrior(measured optimizer.Throughputs, gpuTypes []string) optimizer.Thro
 	if gpuTypes == nil {
 		gpuTypes = measured.GPUTypes()
 	}
+	if complete(measured, gpuTypes) {
+		return clone(measured) // nothing to fill: the daemon's usual round, spared a fit
+	}
+	return fillPrior(measured, gpuTypes)
+}
+
+// complete reports whether measured has every cell WithPrior would fill:
+// each of its job types, known (a positive 1-GPU rate somewhere), on each
+// of gpuTypes at every worker count of the matrix (and 1).
+func complete(measured optimizer.Throughputs, gpuTypes []string) bool {
+	workers := map[int]bool{1: true}
+	for _, byType := range measured {
+		for _, byW := range byType {
+			for w := range byW {
+				workers[w] = true
+			}
+		}
+	}
+	for _, byType := range measured {
+		known := false
+		for _, byW := range byType {
+			known = known || byW[1] > 0
+		}
+		if !known {
+			return false
+		}
+		for _, gt := range gpuTypes {
+			for w := range workers {
+				if _, ok := byType[gt][w]; !ok {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// fillPrior is WithPrior by a fit of the prior.
+func fillPrior(measured optimizer.Throughputs, gpuTypes []string) optimizer.Throughputs {
 	p := FitPrior(measured)
 	out := clone(measured)
 	for _, jt := range measured.JobTypes() {

@@ -146,3 +146,36 @@ func TestWithPrior(t *testing.T) {
 		}
 	}
 }
+
+// WithPrior skips the fit when nothing is missing; it must give what the
+// fit gives, and fit wherever one cell is missing.
+func TestWithPriorShortcut(t *testing.T) {
+	gavel := Default()
+	gavelTypes := gavel.GPUTypes()
+	holed := clone(gavel)
+	jt := gavel.JobTypes()[0]
+	delete(holed[jt]["v100"], 1)
+	lambda := Lambda()
+	filled := fillPrior(gavel, gavelTypes) // Gavel's matrix lacks some worker counts
+	for _, tc := range []struct {
+		name     string
+		measured optimizer.Throughputs
+		types    []string
+		complete bool
+	}{
+		{"gavel on its types", gavel, gavelTypes, false},
+		{"gavel filled, on its types", filled, gavelTypes, true},
+		{"gavel filled, on one type more", filled, append(gavelTypes, "a100"), false},
+		{"gavel less one cell", holed, gavelTypes, false},
+		{"lambda on the catalogue", lambda, CatalogTypes(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := complete(tc.measured, tc.types); got != tc.complete {
+				t.Errorf("complete = %v, want %v", got, tc.complete)
+			}
+			if diff := cmp.Diff(fillPrior(tc.measured, tc.types), WithPrior(tc.measured, tc.types)); diff != "" {
+				t.Errorf("WithPrior differs from the fit (-fit +WithPrior):\n%s", diff)
+			}
+		})
+	}
+}

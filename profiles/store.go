@@ -1,6 +1,7 @@
 package profiles
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -8,8 +9,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	sqlite3 "github.com/mattn/go-sqlite3" // also registers the "sqlite3" driver
@@ -102,8 +105,59 @@ func WithSeedMatrix(t optimizer.Throughputs) Option { return func(o *options) { 
 
 // Store is the throughput database. It is safe for concurrent use.
 type Store struct {
-	db   *sql.DB
-	opts options
+	db    *sql.DB
+	opts  options
+	cache readCache
+}
+
+// readCache keeps what the daemon reads every round (the whole matrix, the
+// GPU type names it resolved) for as long as the database is unchanged:
+// PRAGMA data_version, asked on a connection of the cache's own, changes
+// whenever any other connection commits (this Store's writes, or `hadar
+// profiles set` in another process).
+type readCache struct {
+	mu       sync.Mutex
+	conn     *sql.Conn
+	version  int64
+	valid    bool
+	rows     []Row
+	resolved map[string]string
+}
+
+// updateLearned sets the cached learned row of a cell, reporting false if
+// the cache has no such row.
+func (c *readCache) updateLearned(jobType, gpuType string, workers int, rate float64, samples int, at time.Time, minSamples int) bool {
+	if c.rows == nil {
+		return true // nothing cached to go stale
+	}
+	// rows are in List's order: job type, GPU type, workers, source.
+	i, found := slices.BinarySearchFunc(c.rows, Row{JobType: jobType, GPUType: gpuType, Workers: workers, Source: SourceLearned},
+		func(a, b Row) int {
+			return cmp.Or(strings.Compare(a.JobType, b.JobType), strings.Compare(a.GPUType, b.GPUType),
+				cmp.Compare(a.Workers, b.Workers), strings.Compare(string(a.Source), string(b.Source)))
+		})
+	if !found {
+		return false
+	}
+	r := &c.rows[i]
+	r.StepsPerSecond, r.Samples, r.UpdatedAt = rate, samples, at.UTC()
+	markCellInUse(c.rows, i, minSamples)
+	return true
+}
+
+// current reports whether the cache still holds the database as it is,
+// emptying it if not. The caller holds c.mu.
+func (c *readCache) current(ctx context.Context) bool {
+	var v int64
+	if err := c.conn.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&v); err != nil {
+		c.valid = false
+		return false
+	}
+	if c.valid && v == c.version {
+		return true
+	}
+	c.version, c.valid, c.rows, c.resolved = v, true, nil, map[string]string{}
+	return false
 }
 
 type querier interface {
@@ -143,7 +197,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if err := f.Close(); err != nil {
 		return nil, fmt.Errorf("open profiles: %w", err)
 	}
-	dsn := fmt.Sprintf("%s?_journal_mode=WAL&_busy_timeout=%d&_foreign_keys=on&_txlock=immediate&_synchronous=NORMAL",
+	dsn := fmt.Sprintf("%s?_journal_mode=WAL&_busy_timeout=%d&_foreign_keys=on&_txlock=immediate&_synchronous=NORMAL&_stmt_cache_size=64",
 		path, o.busyTimeout.Milliseconds())
 	db, err := sql.Open("sqlite3", dsn)
 	if err != nil {
@@ -159,6 +213,9 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 			})
 			return err
 		})
+	}
+	if err == nil {
+		s.cache.conn, err = db.Conn(ctx)
 	}
 	if err != nil {
 		db.Close()
@@ -187,7 +244,9 @@ func retryBusy(ctx context.Context, timeout time.Duration, f func() error) error
 }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	return errors.Join(s.cache.conn.Close(), s.db.Close())
+}
 
 func seed(ctx context.Context, tx *sql.Tx, now time.Time, matrix optimizer.Throughputs) error {
 	for _, gt := range CatalogTypes() {
@@ -207,9 +266,14 @@ func seed(ctx context.Context, tx *sql.Tx, now time.Time, matrix optimizer.Throu
 	return err
 }
 
-// inTx runs f in a write transaction.
-func (s *Store) inTx(ctx context.Context, f func(*sql.Tx) error) (err error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+// inTx runs f in a write transaction on the cache's connection, so that
+// the Store's own commits do not move the data_version it watches for other
+// writers; after a commit the cache is dropped, unless keep brings it up to
+// date and reports true. f and keep run with the cache locked.
+func (s *Store) inTx(ctx context.Context, f func(*sql.Tx) error, keep ...func(*readCache) bool) (err error) {
+	s.cache.mu.Lock()
+	defer s.cache.mu.Unlock()
+	tx, err := s.cache.conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -221,7 +285,13 @@ func (s *Store) inTx(ctx context.Context, f func(*sql.Tx) error) (err error) {
 	if err := f(tx); err != nil {
 		return err
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	if len(keep) == 0 || !s.cache.valid || !keep[0](&s.cache) {
+		s.cache.valid = false
+	}
+	return nil
 }
 
 // ImportGavel stores every rate of t as an imported value, replacing earlier
@@ -339,42 +409,93 @@ func (s *Store) Unset(ctx context.Context, jobType, gpuType string, workers int)
 // the sample. An observation with no progress (Steps == 0) is rejected: it
 // says more about startup or checkpointing than about throughput.
 func (s *Store) RecordObservation(ctx context.Context, o Observation) error {
-	jobType := strings.TrimSpace(o.JobType)
-	err := validCell(jobType, o.GPUType, o.Workers)
-	if err == nil {
-		err = validObservation(o)
+	return s.RecordObservations(ctx, []Observation{o})[0]
+}
+
+// RecordObservations records each observation as RecordObservation does,
+// all in one transaction (the daemon's round has one per running job), and
+// returns one error per observation, nil where it was recorded: an invalid
+// observation is skipped, a failed transaction fails them all.
+func (s *Store) RecordObservations(ctx context.Context, obs []Observation) []error {
+	errs := make([]error, len(obs))
+	type learned struct {
+		jobType, gpuType string
+		workers, samples int
+		rate             float64
+		at               time.Time
+		existed          bool
 	}
-	if err == nil {
-		at := o.At
-		if at.IsZero() {
-			at = s.opts.now()
+	var done []learned
+	var valid []int
+	for i, o := range obs {
+		err := validCell(strings.TrimSpace(o.JobType), o.GPUType, o.Workers)
+		if err == nil {
+			err = validObservation(o)
 		}
-		x := o.Steps / o.Seconds
-		err = s.inTx(ctx, func(tx *sql.Tx) error {
-			if err := ensureJobType(ctx, tx, jobType); err != nil {
-				return err
+		if err != nil {
+			errs[i] = fmt.Errorf("record observation of %s on %d x %s: %w", o.JobType, o.Workers, o.GPUType, err)
+		} else {
+			valid = append(valid, i)
+		}
+	}
+	if len(valid) == 0 {
+		return errs
+	}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		done = done[:0]
+		jobTypes, gpuTypes := map[string]bool{}, map[string]string{}
+		for _, i := range valid {
+			o := obs[i]
+			l := learned{jobType: strings.TrimSpace(o.JobType), workers: o.Workers, at: o.At}
+			if l.at.IsZero() {
+				l.at = s.opts.now()
 			}
-			gt, err := gpuTypeForWrite(ctx, tx, o.GPUType)
-			if err != nil {
-				return err
+			if !jobTypes[l.jobType] {
+				if err := ensureJobType(ctx, tx, l.jobType); err != nil {
+					return err
+				}
+				jobTypes[l.jobType] = true
 			}
-			var mean float64
-			var n int
+			var err error
+			var ok bool
+			if l.gpuType, ok = gpuTypes[o.GPUType]; !ok {
+				if l.gpuType, err = gpuTypeForWrite(ctx, tx, o.GPUType); err != nil {
+					return err
+				}
+				gpuTypes[o.GPUType] = l.gpuType
+			}
 			err = tx.QueryRowContext(ctx, `SELECT steps_per_s, samples FROM throughputs
 				WHERE job_type = ? AND gpu_type = ? AND workers = ? AND source = ?`,
-				jobType, gt, o.Workers, SourceLearned).Scan(&mean, &n)
+				l.jobType, l.gpuType, l.workers, SourceLearned).Scan(&l.rate, &l.samples)
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
-			n++
-			mean += (x - mean) / float64(min(n, s.opts.learningWindow))
-			return upsert(ctx, tx, jobType, gt, o.Workers, SourceLearned, mean, n, formatTime(at))
-		})
-	}
+			l.existed = err == nil
+			l.samples++
+			l.rate += (o.Steps/o.Seconds - l.rate) / float64(min(l.samples, s.opts.learningWindow))
+			if err := upsert(ctx, tx, l.jobType, l.gpuType, l.workers, SourceLearned, l.rate, l.samples, formatTime(l.at)); err != nil {
+				return err
+			}
+			done = append(done, l)
+		}
+		return nil
+	}, func(c *readCache) bool {
+		// Observations come every round: update the cached rows in place.
+		// A new cell (or a new GPU type) reads afresh.
+		for _, l := range done {
+			if !l.existed || !c.updateLearned(l.jobType, l.gpuType, l.workers, l.rate, l.samples, l.at, s.opts.minLearnedSamples) {
+				return false
+			}
+		}
+		return true
+	})
 	if err != nil {
-		return fmt.Errorf("record observation of %s on %d x %s: %w", o.JobType, o.Workers, o.GPUType, err)
+		for _, i := range valid {
+			o := obs[i]
+			errs[i] = fmt.Errorf("record observation of %s on %d x %s: %w", o.JobType, o.Workers, o.GPUType, err)
+		}
 	}
-	return nil
+	return errs
 }
 
 func validCell(jobType, gpuType string, workers int) error {
@@ -469,9 +590,22 @@ func (s *Store) Confirmed(ctx context.Context) (optimizer.Throughputs, error) {
 // List returns every stored row, sorted by job type, GPU type, workers and
 // source, with InUse set on the rows Throughputs takes.
 func (s *Store) List(ctx context.Context) ([]Row, error) {
+	s.cache.mu.Lock()
+	defer s.cache.mu.Unlock()
+	if s.cache.current(ctx) && s.cache.rows != nil {
+		return slices.Clone(s.cache.rows), nil
+	}
 	rows, err := s.rows(ctx, "")
 	if err != nil {
 		return nil, fmt.Errorf("list throughputs: %w", err)
+	}
+	// A commit between current and rows leaves newer rows under the older
+	// version: the next call sees the version move and reads again.
+	if s.cache.valid {
+		s.cache.rows = slices.Clone(rows)
+		if s.cache.rows == nil {
+			s.cache.rows = []Row{}
+		}
 	}
 	return rows, nil
 }
@@ -592,29 +726,56 @@ func markInUse(rows []Row, minSamples int) {
 		job, gpu string
 		workers  int
 	}
-	rank := func(r Row) int {
-		switch {
-		case r.Source == SourceMeasured:
-			return 4
-		case r.Source == SourceLearned && r.Samples >= minSamples:
-			return 3
-		case r.Source == SourceImported:
-			return 2
-		case r.Source == SourceLearned:
-			return 1
-		}
-		return 0
-	}
 	best := map[cell]int{}
 	for i, r := range rows {
 		c := cell{r.JobType, r.GPUType, r.Workers}
 		j, ok := best[c]
-		if rank(r) > 0 && (!ok || rank(r) > rank(rows[j])) {
+		if rank(r, minSamples) > 0 && (!ok || rank(r, minSamples) > rank(rows[j], minSamples)) {
 			best[c] = i
 		}
 	}
 	for _, i := range best {
 		rows[i].InUse = true
+	}
+}
+
+// rank orders a cell's rows by the precedence rule (0: never in use).
+func rank(r Row, minSamples int) int {
+	switch {
+	case r.Source == SourceMeasured:
+		return 4
+	case r.Source == SourceLearned && r.Samples >= minSamples:
+		return 3
+	case r.Source == SourceImported:
+		return 2
+	case r.Source == SourceLearned:
+		return 1
+	}
+	return 0
+}
+
+// markCellInUse is markInUse for the cell of rows[i] alone, in rows sorted
+// as List returns them (a cell's rows side by side).
+func markCellInUse(rows []Row, i, minSamples int) {
+	same := func(j int) bool {
+		return rows[j].JobType == rows[i].JobType && rows[j].GPUType == rows[i].GPUType && rows[j].Workers == rows[i].Workers
+	}
+	lo, hi := i, i+1
+	for lo > 0 && same(lo-1) {
+		lo--
+	}
+	for hi < len(rows) && same(hi) {
+		hi++
+	}
+	best := -1
+	for j := lo; j < hi; j++ {
+		rows[j].InUse = false
+		if rank(rows[j], minSamples) > 0 && (best < 0 || rank(rows[j], minSamples) > rank(rows[best], minSamples)) {
+			best = j
+		}
+	}
+	if best >= 0 {
+		rows[best].InUse = true
 	}
 }
 

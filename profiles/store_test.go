@@ -772,3 +772,135 @@ func TestResolveDefault(t *testing.T) {
 		}
 	}
 }
+
+// The daemon's every-round reads are cached; a write by this Store or by
+// another process (`hadar profiles set`, `hadar profiles alias`) must show
+// in the next read all the same.
+func TestCachedReadsSeeEveryWrite(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "hadar.db")
+	daemon := openTest(t, path)
+	admin := openTest(t, path)
+	const job = "ResNet-18 (batch size 128)"
+	rate := func() float64 {
+		t.Helper()
+		tp, err := daemon.Throughputs(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tp.Rate(job, "v100", 1)
+	}
+	before := rate()
+	if before <= 0 {
+		t.Fatalf("seeded v100 rate of %s = %v", job, before)
+	}
+	if rate() != before {
+		t.Fatal("an unchanged database read differently")
+	}
+	if err := admin.Set(ctx, job, "v100", 1, 123); err != nil {
+		t.Fatal(err)
+	}
+	if got := rate(); got != 123 {
+		t.Errorf("after another connection's Set: %v, want 123", got)
+	}
+	if err := daemon.Set(ctx, job, "v100", 1, 77); err != nil {
+		t.Fatal(err)
+	}
+	if got := rate(); got != 77 {
+		t.Errorf("after the Store's own Set: %v, want 77", got)
+	}
+	rows, err := daemon.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows[0].StepsPerSecond = -1 // a caller's change must not reach the cache
+	again, err := daemon.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again[0].StepsPerSecond == -1 {
+		t.Error("List returned the cache itself")
+	}
+
+	// Observations update the cached rows in place: they must read as a
+	// fresh Store reads the file, learned value and InUse included.
+	for i := range 5 {
+		for _, gpu := range []string{"k80", "v100"} {
+			o := Observation{JobType: job, GPUType: gpu, Workers: 1, Steps: float64(100 + 10*i), Seconds: 10}
+			if err := daemon.RecordObservation(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cached, err := daemon.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh, err := openTest(t, path).List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(fresh, cached); diff != "" {
+			t.Fatalf("after %d observations, cached rows (-fresh +cached):\n%s", i+1, diff)
+		}
+	}
+	tp, err := daemon.Throughputs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tp.Rate(job, "k80", 1); got < 10 || got > 14 {
+		t.Errorf("learned k80 rate %v, want the mean of 10..14 steps/s", got)
+	}
+
+	if gt, err := daemon.ResolveGPUType(ctx, "site_gpu_x"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("ResolveGPUType(site_gpu_x) = %q, %v; want ErrNotFound", gt, err)
+	}
+	if _, err := admin.SetAlias(ctx, "site_gpu_x", "a100"); err != nil {
+		t.Fatal(err)
+	}
+	if gt, err := daemon.ResolveGPUType(ctx, "site_gpu_x"); err != nil || gt != "a100" {
+		t.Errorf("after another connection's SetAlias: %q, %v; want a100", gt, err)
+	}
+	if _, err := admin.SetAlias(ctx, "site_gpu_x", "h100"); err != nil {
+		t.Fatal(err)
+	}
+	if gt, err := daemon.ResolveGPUType(ctx, "site_gpu_x"); err != nil || gt != "h100" {
+		t.Errorf("after the alias changed: %q, %v; want h100", gt, err)
+	}
+}
+
+func TestRecordObservationsSkipsOnlyTheInvalid(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, "")
+	obs := []Observation{
+		{JobType: "A3C", GPUType: "v100", Workers: 1, Steps: 50, Seconds: 10},
+		{JobType: "A3C", GPUType: "v100", Workers: 1, Steps: 0, Seconds: 10}, // no progress
+		{JobType: "A3C", GPUType: "k80", Workers: 1, Steps: 20, Seconds: 10},
+		{JobType: "A3C", GPUType: "v100", Workers: 1, Steps: 70, Seconds: 10}, // same cell again
+	}
+	errs := s.RecordObservations(ctx, obs)
+	var failed []int
+	for i, err := range errs {
+		if err != nil {
+			failed = append(failed, i)
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("observation %d: %v, want ErrInvalid", i, err)
+			}
+		}
+	}
+	if diff := cmp.Diff([]int{1}, failed); diff != "" {
+		t.Errorf("failed observations (-want +got):\n%s", diff)
+	}
+	rows, err := s.Show(ctx, "A3C")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][2]float64{}
+	for _, r := range rows {
+		if r.Source == SourceLearned {
+			got[r.GPUType] = [2]float64{r.StepsPerSecond, float64(r.Samples)}
+		}
+	}
+	if diff := cmp.Diff(map[string][2]float64{"v100": {6, 2}, "k80": {2, 1}}, got); diff != "" {
+		t.Errorf("learned rows (-want +got):\n%s", diff)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
@@ -26,6 +27,19 @@ const HistoryRetention = 90 * 24 * time.Hour
 type DB struct {
 	reader
 	path string
+
+	// lastSpans remembers, for the jobs running at the last RecordHistory,
+	// the span it wrote, so that a round extends the spans of running jobs
+	// without reading them back (only this process writes job_spans).
+	mu        sync.Mutex
+	lastSpans map[string]lastSpan
+}
+
+// lastSpan is the job_spans row a job's run was last recorded in.
+type lastSpan struct {
+	id       int64
+	nodes    string
+	lastSeen time.Time
 }
 
 // Open opens (creating, mode 0600) the state database at path and brings
@@ -68,7 +82,7 @@ func open(ctx context.Context, path string, now time.Time) (*DB, error) {
 		return nil, fmt.Errorf("state database: %w", err)
 	}
 	f.Close()
-	dsn := fmt.Sprintf("file:%s?_journal_mode=WAL&_busy_timeout=5000&_synchronous=NORMAL&_txlock=immediate", path)
+	dsn := fmt.Sprintf("file:%s?_journal_mode=WAL&_busy_timeout=5000&_synchronous=NORMAL&_txlock=immediate&_stmt_cache_size=64", path)
 	sdb, err := sql.Open("sqlite3", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("state database: %w", err)
@@ -300,10 +314,16 @@ func (s *DB) RecordHistory(ctx context.Context, h HistoryRecord) error {
 		q.RunningTagged, q.RunningOther); err != nil {
 		return fmt.Errorf("state database: history: %w", err)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	spans := make(map[string]lastSpan, len(h.Running))
 	for _, j := range h.Running {
-		if err := recordSpan(ctx, tx, h.Round, h.At, j); err != nil {
+		span, err := recordSpan(ctx, tx, h.Round, h.At, j, s.lastSpans)
+		if err != nil {
+			s.lastSpans = nil // the transaction rolls back
 			return fmt.Errorf("state database: history: %w", err)
 		}
+		spans[j.JobID] = span
 	}
 	cutoff := formatTime(h.At.Add(-HistoryRetention))
 	for _, q := range []string{`DELETE FROM gpu_history WHERE at < ?`, `DELETE FROM queue_history WHERE at < ?`,
@@ -313,35 +333,51 @@ func (s *DB) RecordHistory(ctx context.Context, h HistoryRecord) error {
 		}
 	}
 	if err := tx.Commit(); err != nil {
+		s.lastSpans = nil
 		return fmt.Errorf("state database: history: %w", err)
 	}
+	s.lastSpans = spans
 	return nil
 }
 
-func recordSpan(ctx context.Context, tx *sql.Tx, round int64, now time.Time, j RunningJob) error {
+func recordSpan(ctx context.Context, tx *sql.Tx, round int64, now time.Time, j RunningJob, known map[string]lastSpan) (lastSpan, error) {
 	nodes := append([]string(nil), j.Nodes...)
 	sort.Strings(nodes)
 	nodeList := strings.Join(nodes, ",")
 	at := formatTime(now)
 	started := now.Add(-j.RunTime).Truncate(time.Second)
-	var id int64
-	var prevNodes, prevSeen string
-	err := tx.QueryRowContext(ctx, `SELECT id, nodes, last_seen FROM job_spans WHERE job_id = ? ORDER BY id DESC LIMIT 1`,
-		j.JobID).Scan(&id, &prevNodes, &prevSeen)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return err
+	prev, ok := known[j.JobID]
+	if !ok {
+		var seen string
+		err := tx.QueryRowContext(ctx, `SELECT id, nodes, last_seen FROM job_spans WHERE job_id = ? ORDER BY id DESC LIMIT 1`,
+			j.JobID).Scan(&prev.id, &prev.nodes, &seen)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return lastSpan{}, err
+		}
+		ok = err == nil
+		prev.lastSeen = parseTime(seen)
 	}
-	if err == nil && prevNodes == nodeList {
+	if ok && prev.nodes == nodeList {
 		// Same nodes: the same run if it started before the span's last
 		// sighting (a run time of 0 says nothing: assume it is).
-		if seen := parseTime(prevSeen); !seen.IsZero() && (j.RunTime == 0 || !started.After(seen.Add(spanSlack))) {
-			_, err := tx.ExecContext(ctx, `UPDATE job_spans SET last_seen = ?, last_round = ? WHERE id = ?`, at, round, id)
-			return err
+		if seen := prev.lastSeen; !seen.IsZero() && (j.RunTime == 0 || !started.After(seen.Add(spanSlack))) {
+			res, err := tx.ExecContext(ctx, `UPDATE job_spans SET last_seen = ?, last_round = ? WHERE id = ?`, at, round, prev.id)
+			if err != nil {
+				return lastSpan{}, err
+			}
+			if n, err := res.RowsAffected(); err != nil || n == 1 {
+				return lastSpan{id: prev.id, nodes: nodeList, lastSeen: now}, err
+			}
+			// Gone (retention): a new span.
 		}
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO job_spans (job_id, tagged, model, nodes, gpu_type, gpus_per_node,
+	res, err := tx.ExecContext(ctx, `INSERT INTO job_spans (job_id, tagged, model, nodes, gpu_type, gpus_per_node,
 		submitted_at, started_at, last_seen, first_round, last_round) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		j.JobID, j.Tagged, j.Model, nodeList, j.GPUType, j.GPUsPerNode, formatTime(j.Submitted), formatTime(started),
 		at, round, round)
-	return err
+	if err != nil {
+		return lastSpan{}, err
+	}
+	id, err := res.LastInsertId()
+	return lastSpan{id: id, nodes: nodeList, lastSeen: now}, err
 }

@@ -186,6 +186,7 @@ type Cluster struct {
 	nodes    []*node
 	jobs     map[string]*Job
 	order    []string
+	active   []string // the ids of order that may be pending or running (liveOrder)
 	ghosts   []ghost
 	events   eventQueue
 	seq      int
@@ -345,6 +346,7 @@ func (c *Cluster) submit(spec JobSpec) string {
 	}
 	c.jobs[id] = j
 	c.order = append(c.order, id)
+	c.active = append(c.active, id)
 	c.live++
 	c.kick()
 	return id
@@ -502,6 +504,20 @@ func (c *Cluster) backfillLater() {
 	c.push(event{at: at, kind: evBackfill})
 }
 
+// liveOrder returns the ids of the pending and running jobs in submission
+// order: the jobs squeue, scontrol and the scheduler look at, which in a
+// long trace are a small part of all jobs. A job that ended never runs
+// again (a requeue is of a running job), so the list only shrinks.
+func (c *Cluster) liveOrder() []string {
+	if len(c.active) != c.live {
+		c.active = slices.DeleteFunc(c.active, func(id string) bool {
+			st := c.jobs[id].State
+			return st != Pending && st != Running
+		})
+	}
+	return c.active
+}
+
 // --- scheduling ---
 
 // schedule is Slurm's pass: pending jobs that are not held and whose begin
@@ -509,7 +525,7 @@ func (c *Cluster) backfillLater() {
 // that does not (the main scheduler) or through all of them (backfill).
 func (c *Cluster) schedule(backfill bool) {
 	var queue []*Job
-	for _, id := range c.order {
+	for _, id := range c.liveOrder() {
 		j := c.jobs[id]
 		if j.State != Pending || j.Held {
 			continue

@@ -21,7 +21,7 @@ func (c *Cluster) Jobs(ctx context.Context) ([]slurm.Job, error) {
 	defer c.mu.Unlock()
 	c.command()
 	out := make([]slurm.Job, 0, c.live)
-	for _, id := range c.order {
+	for _, id := range c.liveOrder() {
 		j := c.jobs[id]
 		if j.State != Pending && j.State != Running {
 			continue
@@ -71,7 +71,7 @@ func (c *Cluster) JobDetails(ctx context.Context) ([]slurm.JobDetail, error) {
 	c.command()
 	c.syncReports()
 	out := make([]slurm.JobDetail, 0, c.live)
-	for _, id := range c.order {
+	for _, id := range c.liveOrder() {
 		j := c.jobs[id]
 		if j.State != Pending && j.State != Running {
 			continue

@@ -57,7 +57,7 @@ func (j *Job) reportID() string { return j.ID }
 
 // syncReports writes the reports of every running training job up to now.
 func (c *Cluster) syncReports() {
-	for _, id := range c.order {
+	for _, id := range c.liveOrder() {
 		if j := c.jobs[id]; j.State == Running && j.Spec.Model != "" {
 			c.report(j, c.now)
 		}
