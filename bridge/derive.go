@@ -360,26 +360,15 @@ func (r *deriver) running() {
 		}
 	}
 	sort.SliceStable(cands, func(a, b int) bool { return cands[a].gain > cands[b].gain })
-	for _, c := range cands {
+	moved := r.movable(len(cands), func(i int) ([]optimizer.Task, []optimizer.Task) {
+		return currentTasks(r.v, cands[i].jv), cands[i].target
+	})
+	for i, c := range cands {
 		jv := c.jv
-		cur := currentTasks(r.v, jv)
-		own := map[string]int{}
-		for _, t := range cur {
-			own[slotKey(t.Node, t.Type)] += t.GPUs
-		}
-		fits := true
-		for _, t := range c.target {
-			k := slotKey(t.Node, t.Type)
-			if r.occ[k]-own[k]+t.GPUs > r.capacity[k] {
-				fits = false
-			}
-		}
-		if !fits {
+		if !moved[i] {
 			r.keep(jv, fmt.Sprintf("the GPUs of %s are not free", tasksPlacement(c.target)))
 			continue
 		}
-		r.occupy(cur, -1)
-		r.occupy(c.target, 1)
 		r.requeue = append(r.requeue, jv.ID)
 		r.places = append(r.places, jv.ID)
 		r.placeTasks[jv.ID] = c.target
@@ -391,6 +380,65 @@ func (r *deriver) running() {
 			From: placementString(jv.Nodes, jv.GPUsPerNode), To: tasksPlacement(c.target),
 			ToNodes: taskNodes(c.target), GPUType: typesOfTasks(c.target),
 			Reason: fmt.Sprintf("saves about %s (migration penalty %s)", fmtSeconds(c.gain), r.p.MigrationPenalty)})
+	}
+}
+
+// movable decides which of n planned moves (move i: from cur to target,
+// in priority order) are made, and leaves occ with the GPUs the round's
+// running jobs then hold. The round requeues every moved job before it
+// places any, so a move may take GPUs another move frees: plans that swap
+// jobs or move them in a chain are carried out as planned. A move whose
+// target is not free stays where it is; its GPUs are then taken back, and a
+// move that needed them is given up too (the least important first), until
+// no GPU is booked twice.
+func (r *deriver) movable(n int, move func(i int) (cur, target []optimizer.Task)) []bool {
+	ok := make([]bool, n)
+	for i := range n {
+		cur, _ := move(i)
+		r.occupy(cur, -1)
+	}
+	fits := func(tasks []optimizer.Task) bool {
+		for _, t := range tasks {
+			if r.occ[slotKey(t.Node, t.Type)]+t.GPUs > r.capacity[slotKey(t.Node, t.Type)] {
+				return false
+			}
+		}
+		return true
+	}
+	for i := range n {
+		if _, target := move(i); fits(target) {
+			r.occupy(target, 1)
+			ok[i] = true
+		}
+	}
+	for i := range n {
+		if !ok[i] {
+			cur, _ := move(i)
+			r.occupy(cur, 1)
+		}
+	}
+	overbooked := func(tasks []optimizer.Task) bool {
+		for _, t := range tasks {
+			if k := slotKey(t.Node, t.Type); r.occ[k] > r.capacity[k] {
+				return true
+			}
+		}
+		return false
+	}
+	for {
+		undo := -1
+		for i := n - 1; i >= 0 && undo < 0; i-- {
+			if _, target := move(i); ok[i] && overbooked(target) {
+				undo = i
+			}
+		}
+		if undo < 0 {
+			return ok
+		}
+		cur, target := move(undo)
+		r.occupy(target, -1)
+		r.occupy(cur, 1)
+		ok[undo] = false
 	}
 }
 

@@ -219,6 +219,32 @@ func TestDerive(t *testing.T) {
 			kinds: map[string]DecisionKind{"1": DecidePlace},
 		},
 		{
+			// The round requeues both before it places either.
+			name:   "two running jobs swap nodes",
+			jobs:   []slurm.Job{sJob("1", tag, "R", 4, 1, "v1"), sJob("2", tag, "R", 4, 1, "k1")},
+			nodes:  []slurm.Node{sNode("v1", "v100", 4, 4), sNode("k1", "k80", 4, 4)},
+			plan:   plan{"1": {task("k1", "k80", 4)}, "2": {task("v1", "v100", 4)}},
+			params: DeriveParams{MigrationPenalty: time.Minute, Preemption: true},
+			want: []string{
+				"scontrol requeuehold 2,1",
+				"scontrol update JobId=1 NodeList=k1",
+				"scontrol update JobId=2 NodeList=v1",
+				"scontrol update JobId=1,2 StartTime=now" + placedSuffix,
+				"scontrol release 1,2",
+			},
+			kinds: map[string]DecisionKind{"1": DecideMigrate, "2": DecideMigrate},
+		},
+		{
+			// Job 2's target is held by job 3, which stays: job 2 stays, so
+			// job 1 cannot have its GPUs either.
+			name:   "a chain of moves broken by a job that stays: none of it is made",
+			jobs:   []slurm.Job{sJob("1", tag, "R", 4, 1, "v1"), sJob("2", tag, "R", 4, 1, "k1"), sJob("3", tag, "R", 4, 1, "v2")},
+			nodes:  []slurm.Node{sNode("v1", "v100", 4, 4), sNode("v2", "v100", 4, 4), sNode("k1", "k80", 4, 4)},
+			plan:   plan{"1": {task("k1", "k80", 4)}, "2": {task("v2", "v100", 4)}, "3": {task("v2", "v100", 4)}},
+			params: DeriveParams{MigrationPenalty: time.Minute, Preemption: true},
+			kinds:  map[string]DecisionKind{"1": DecideKeep, "2": DecideKeep, "3": DecideKeep},
+		},
+		{
 			name:  "split gang that fits no single node is deferred",
 			jobs:  []slurm.Job{sJob("1", tag, "PD", 4, 1)},
 			nodes: []slurm.Node{sNode("v1", "v100", 4, 2), sNode("v2", "v100", 4, 2)},
