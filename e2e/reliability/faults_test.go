@@ -132,6 +132,8 @@ func TestKill9Restarts(t *testing.T) {
 
 	assertAllCompleted(t, ids)
 	comp := jobcompRecords(t)
+	ctld := ctldEvents(t)
+	var raced []string
 	runs := 0
 	for _, id := range ids {
 		recs := comp[id]
@@ -146,9 +148,25 @@ func TestKill9Restarts(t *testing.T) {
 				t.Errorf("job %s has a run that ended %s: %v", id, s, recs)
 			}
 		}
-		if completed != 1 {
-			t.Errorf("job %s completed %d times: %v", id, completed, recs)
+		if completed == 1 {
+			continue
 		}
+		// A job that ends as hadar migrates it is requeued by Slurm and
+		// runs again: the executor looks at the queue just before each
+		// requeuehold, which narrows that race to a command's latency but
+		// cannot close it (docs/reliability.md, bug 8). Acting on a stale
+		// view (a requeue long after the run ended) is a bug.
+		late := false
+		gaps := requeuesOfEndedRuns(ctld[id])
+		for _, g := range gaps {
+			late = late || g > endRace
+		}
+		if completed == 0 || late || len(gaps) != completed-1 {
+			t.Errorf("job %s completed %d times: %v; Slurm requeued its ended runs %v after their end (the race allows up to %s): %v",
+				id, completed, recs, gaps, endRace, ctld[id])
+			continue
+		}
+		raced = append(raced, fmt.Sprintf("job %s requeued %v after it ended", id, gaps))
 	}
 	rel := assertNoDoubleRelease(t, ids)
 	checkNoDoubleActions(t, d, ids)
@@ -182,9 +200,15 @@ func TestKill9Restarts(t *testing.T) {
 	for _, n := range rel {
 		totalRel += n
 	}
-	record(t, "30 jobs, 10 kill -9 (%v), seed %d: all COMPLETED in %s; %d runs, %d migrations, %d releases in Slurm's log, no double release; restart to first round max %.2fs; longest hold with room %.1fs (job %s, %d samples)",
-		kinds, seed(), makespan.Round(time.Second), runs, migr, totalRel, maxOf(fr), worst.Seconds(), who, samples)
+	record(t, "30 jobs, 10 kill -9 (%v), seed %d: all COMPLETED in %s; %d runs, %d migrations, %d releases in Slurm's log, no double release; restart to first round max %.2fs; longest hold with room %.1fs (job %s, %d samples); runs again because a migration's requeue met the job's end: %d %v",
+		kinds, seed(), makespan.Round(time.Second), runs, migr, totalRel, maxOf(fr), worst.Seconds(), who, samples, len(raced), raced)
 }
+
+// endRace bounds how long after a job's end a migration's requeue may reach
+// slurmctld as the race of docs/reliability.md (bug 8): the executor's look
+// at the queue and the requeuehold, a few commands' latency across the
+// container network, with room for a loaded machine.
+const endRace = 2 * time.Second
 
 // 2. slurmctld stopped in the middle of a round (the shim stops it just
 // before a NodeList update), kept down 30 s, then restarted the way the

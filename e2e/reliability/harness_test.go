@@ -477,6 +477,7 @@ var ctldPatterns = []struct {
 	{"requeue", regexp.MustCompile(`Requeuing JobId=(\d+)`)},
 	{"update", regexp.MustCompile(`_slurm_rpc_update_job: complete JobId=(\d+) uid=(\d+)`)},
 	{"requeue-rpc", regexp.MustCompile(`_slurm_rpc_requeue: .*JobId=(\d+)`)},
+	{"done", regexp.MustCompile(`_job_complete: JobId=(\d+) done`)},
 }
 
 // ctldEvents reads slurmctld's log: per job id, its events in order.
@@ -502,6 +503,33 @@ func ctldEvents(t *testing.T) map[string][]ctldEvent {
 					ev.UID = m[2]
 				}
 				out[m[1]] = append(out[m[1]], ev)
+			}
+		}
+	}
+	return out
+}
+
+// requeuesOfEndedRuns are, by slurmctld's log, how long after each of job
+// id's runs had ended Slurm requeued it (Slurm requeues a completed job and
+// runs it again): a run's "done" followed by a "requeue" before the next
+// start.
+func requeuesOfEndedRuns(ev []ctldEvent) []time.Duration {
+	var out []time.Duration
+	var done time.Time
+	for _, e := range ev {
+		at, err := time.Parse("2006-01-02T15:04:05.000", e.At)
+		if err != nil {
+			continue
+		}
+		switch e.Kind {
+		case "done":
+			done = at
+		case "start":
+			done = time.Time{}
+		case "requeue":
+			if !done.IsZero() {
+				out = append(out, at.Sub(done))
+				done = time.Time{}
 			}
 		}
 	}
