@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -82,11 +83,48 @@ type Config struct {
 	// complete at their true steps. NoiseSeed seeds the factors.
 	StepNoise float64
 	NoiseSeed int64
+	// Rules are the rules of hadar-slurmd's round the run follows (the
+	// zero value: Gavel's simulator's; daemonsim.FastPathRules: the
+	// daemon's).
+	Rules
 	// MaxSimulatedTime stops a run that would never end (a job no GPU type can
 	// run); default 10 years.
 	MaxSimulatedTime time.Duration
 	// Progress, if set, is called after every round with jobs completed so far.
 	Progress func(completed, total int)
+}
+
+// Rules are what a fast-path run may follow of the daemon's round.
+type Rules struct {
+	// Shaped gives every job the request shape its sbatch would have on the
+	// cluster's nodes (RequestShape): one node when the gang fits one,
+	// else equal parts on the fewest nodes. Slurm cannot run a gang split
+	// any other way, so this is what the daemon's round plans for; false
+	// lets the policy split gangs freely (Gavel's model).
+	Shaped bool
+	// NoStop: a running job may not be stopped, only moved (hadar-slurmd
+	// with preemption = false, its default). The policy's guard
+	// (optimizer.KeepNoStop) keeps it running, or moves it where that saves
+	// more than the policy's migration penalty.
+	NoStop bool
+	// Events, if set, plans again as hadar-slurmd does between its full
+	// rounds: a job's completion or arrival starts a round Events.Delay
+	// later (the daemon's poll), a mid-round (optimizer.Snapshot.MidRound)
+	// until the next full round is due. Unset: rounds start only every
+	// Round (or when every running job has finished), as in Gavel's
+	// simulator.
+	Events *Events
+	// StartCost is the time a job loses each time it starts running
+	// (first, again after a stop, or on other GPUs): Slurm's scheduling
+	// pass and the job's start-up. The job holds its GPUs meanwhile.
+	StartCost time.Duration
+}
+
+// Events configures rounds started by completions and arrivals.
+type Events struct {
+	// Delay is the time from a completion or arrival to the round it
+	// starts.
+	Delay time.Duration
 }
 
 // JobResult is one job's outcome.
@@ -213,6 +251,10 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 		if jobs[i].Weight == 0 {
 			jobs[i].Weight = 1
 		}
+		if cfg.Shaped {
+			n, per := RequestShape(tj.ScaleFactor, cfg.Cluster.GPUsPerNode)
+			jobs[i].Shape = optimizer.Shape{Nodes: n, GPUsPerNode: per}
+		}
 	}
 	// Jobs enter in arrival order (ties by trace position).
 	order := make([]*simJob, len(jobs))
@@ -231,6 +273,9 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 		learn.record(0, now)
 	}
 	next := 0 // next job in order to arrive
+	// lastFull is the start of the last full round; a round that starts
+	// before lastFull+round is a mid-round (Events only).
+	lastFull := math.Inf(-1)
 	var active []*simJob
 	completed := 0
 	idleRounds := 0
@@ -254,6 +299,10 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 			now = order[next].arrival
 			continue
 		}
+		mid := cfg.Events != nil && now < lastFull+round
+		if !mid {
+			lastFull = now
+		}
 		// The job slice is reused round after round; a policy must not keep
 		// it past its Plan call.
 		if cap(jobBuf) < len(active) {
@@ -266,9 +315,11 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 			Jobs:         jobBuf[:len(active)],
 			Throughput:   planned,
 			FastestFirst: fastestFirst,
+			MidRound:     mid,
 		}
 		for i, j := range active {
 			snap.Jobs[i] = j.Job
+			snap.Jobs[i].NoStop = cfg.NoStop && len(j.Current) > 0
 			if limiter != nil && j.MaxCopies == 0 {
 				// Trace jobs set no copy limit: declare the policy's
 				// default, so that Check enforces it.
@@ -292,6 +343,15 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 		// running job stops: about a round's length, or earlier when every
 		// running job finishes in it, even if other jobs are waiting (as in
 		// Gavel's simulator, whose round ends with its last micro-task).
+		// With Events it ends at the next full round, or Events.Delay after
+		// the first completion or arrival before it.
+		length := round
+		if cfg.Events != nil {
+			length = lastFull + round - now
+			if e := firstEvent(&cfg, truth, active, plan, now, length, order, next); e >= 0 {
+				length = min(length, e+cfg.Events.Delay.Seconds())
+			}
+		}
 		roundEnd := now
 		busy, ideal := 0.0, 0.0
 		completedBefore := completed
@@ -299,6 +359,7 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 		anyRunning := false
 		for _, j := range active {
 			tasks := plan.Assignments[j.ID]
+			starts := len(tasks) > 0 && !sameTasks(j.Current, tasks)
 			j.Current = tasks
 			if len(tasks) == 0 {
 				still = append(still, j)
@@ -315,12 +376,22 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 				j.firstStart = now
 			}
 			gpus := float64(optimizer.TaskGPUs(tasks))
-			ran := round
+			lost := 0.0
+			if starts {
+				lost = min(cfg.StartCost.Seconds(), length)
+			}
+			ran := length - lost
 			before := j.left
-			if steps := roundSteps(rate, round); rate > 0 && j.left <= steps {
+			steps := roundSteps(rate, ran)
+			if cfg.Events != nil {
+				// Rounds of any length: the daemon's jobs do not lease
+				// whole steps.
+				steps = rate * ran
+			}
+			if rate > 0 && j.left <= steps {
 				ran = j.left / rate
 				j.left = 0
-				j.completion = now + ran
+				j.completion = now + lost + ran
 			} else if rate > 0 {
 				ran = steps / rate
 				j.left -= steps
@@ -332,21 +403,26 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 			if j.bestRate > 0 {
 				ideal += float64(j.Workers) * (before - j.left) / j.bestRate
 			}
-			j.Attained += gpus * ran
-			j.Executed += ran
-			busy += gpus * ran
+			held := lost + ran
+			j.Attained += gpus * held
+			j.Executed += held
+			busy += gpus * held
 			for _, t := range tasks {
-				res.BusyByType[t.Type] += float64(t.GPUs) * ran
+				res.BusyByType[t.Type] += float64(t.GPUs) * held
 			}
 			if learn != nil && ran > 0 {
 				observe(learn, truth, &j.Job, tasks, rate)
 			}
-			roundEnd = math.Max(roundEnd, now+ran)
+			roundEnd = math.Max(roundEnd, now+held)
 			if j.completion >= 0 {
 				completed++
 				continue
 			}
 			still = append(still, j)
+		}
+		if cfg.Events != nil && anyRunning && len(still) > 0 {
+			// Jobs left running hold their GPUs to the round's end.
+			roundEnd = math.Max(roundEnd, now+length)
 		}
 		active = still
 		if anyRunning || next < len(order) {
@@ -359,7 +435,7 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 			return nil, fmt.Errorf("simulate: %s runs none of the %d remaining jobs for %d rounds: %s", cfg.Policy.Name(), len(active), idleRounds, strings.Join(stuck, ", "))
 		}
 		if !anyRunning {
-			roundEnd = now + round
+			roundEnd = now + length
 		}
 		if !anyRunning && next < len(order) && len(active) == 0 {
 			roundEnd = order[next].arrival
@@ -388,6 +464,67 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 	}
 	res.Wall = time.Since(wallStart)
 	return res, nil
+}
+
+// RequestShape is how a gang of workers GPUs is asked of Slurm on nodes of
+// perNode GPUs (--nodes x --gres=gpu:N): on one node when it fits one, else
+// on the fewest nodes that split it evenly (8 on nodes of 4: 2 x 4; 6 on
+// nodes of 4: 2 x 3).
+func RequestShape(workers, perNode int) (nodes, gpusPerNode int) {
+	if perNode <= 0 || workers <= perNode {
+		return 1, workers
+	}
+	n := (workers + perNode - 1) / perNode
+	for ; n <= workers; n++ {
+		if workers%n == 0 {
+			return n, workers / n
+		}
+	}
+	return workers, 1
+}
+
+// firstEvent is the time from now, within length, of the first event that
+// starts a round early: a running job's completion under plan, or the next
+// arrival; -1 if none comes within length.
+func firstEvent(cfg *Config, truth optimizer.Throughputs, active []*simJob, plan *optimizer.Plan, now, length float64, order []*simJob, next int) float64 {
+	first := -1.0
+	consider := func(t float64) {
+		if t >= 0 && t < length && (first < 0 || t < first) {
+			first = t
+		}
+	}
+	if next < len(order) {
+		consider(order[next].arrival - now)
+	}
+	for _, j := range active {
+		tasks := plan.Assignments[j.ID]
+		if len(tasks) == 0 {
+			continue
+		}
+		rate, _ := jobRate(truth, cfg.CopyEfficiency, &j.Job, tasks)
+		if rate <= 0 {
+			continue
+		}
+		lost := 0.0
+		if !sameTasks(j.Current, tasks) {
+			lost = cfg.StartCost.Seconds()
+		}
+		consider(lost + j.left/rate)
+	}
+	return first
+}
+
+// sameTasks reports whether a and b are the same placement (in any order).
+func sameTasks(a, b []optimizer.Task) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, t := range a {
+		if !slices.Contains(b, t) {
+			return false
+		}
+	}
+	return true
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -21,6 +21,7 @@ import (
 	"github.com/hadar-sched/hadar/optimizer"
 	"github.com/hadar-sched/hadar/profiles"
 	"github.com/hadar-sched/hadar/sim"
+	"github.com/hadar-sched/hadar/sim/daemonsim"
 )
 
 const defaultPolicies = "hadar,gavel,gavel-makespan,gavel-ftf,las,yarn-cs,tiresias,elas"
@@ -64,6 +65,7 @@ func simulateCommand() *cli.Command {
 			&cli.BoolFlag{Name: "no-learning", Usage: "with --truth: plan with --throughputs and the prior throughout, learning nothing"},
 			&cli.StringFlag{Name: "cluster", Value: "v100=36,p100=36,k80=36", Usage: "GPUs per type, TYPE=N,..."},
 			&cli.IntFlag{Name: "gpus-per-node", Value: 4, Usage: "GPUs per simulated node (one GPU type per node)"},
+			&cli.BoolFlag{Name: "daemon-rules", Usage: "plan as hadar-slurmd must: each job asks for the shape its sbatch would on --gpus-per-node nodes (one node when its gang fits one, else equal parts on the fewest nodes), and running jobs are stopped and moved by the daemon's preemption and migration_penalty (--config's, else its defaults: no preemption, 10m); without it gangs split over nodes freely and any job stops and moves for free, as in Gavel's simulator (docs/fidelity.md)"},
 			&cli.DurationFlag{Name: "round", Value: 360 * time.Second, Usage: "round length"},
 			&cli.StringFlag{Name: "policies", Value: defaultPolicies, Usage: "comma-separated policies (see `hadar policies`)"},
 			&cli.Int64Flag{Name: "seed", Value: 0, Usage: "seed of the policies' random choices"},
@@ -160,17 +162,23 @@ func runSimulate(c *cli.Context) error {
 		return fmt.Errorf("--copy-efficiency: %w", err)
 	}
 	opts := optimizer.Options{Seed: c.Int64("seed"), CopyEfficiency: copyEff, MaxCopies: c.Int("max-copies")}
+	daemonCfg := config.Default()
 	// --config: the policies plan with the daemon's knobs ([policies.*]).
 	if p := c.String("config"); p != "" {
 		cfg, err := config.Load(p)
 		if err != nil {
 			return err
 		}
+		daemonCfg = cfg
 		po := cfg.PolicyOptions()
 		opts.Hadar, opts.Tiresias = po.Hadar, po.Tiresias
 		if !c.IsSet("copy-efficiency") {
 			opts.CopyEfficiency = po.CopyEfficiency // the daemon's, as every knob of the file
 		}
+	}
+	var rules sim.Rules
+	if c.Bool("daemon-rules") {
+		rules = daemonsim.FastPathRules(daemonCfg, &opts)
 	}
 	showProgress := c.Bool("progress") || (!c.IsSet("progress") && term.IsTerminal(int(os.Stderr.Fd())))
 
@@ -195,6 +203,7 @@ func runSimulate(c *cli.Context) error {
 			CopyEfficiency: opts.CopyEfficiency,
 			StepNoise:      c.Float64("noise-steps"),
 			NoiseSeed:      c.Int64("seed"),
+			Rules:          rules,
 		}
 		var bar *progressbar.ProgressBar
 		if showProgress {

@@ -178,24 +178,9 @@ func (s *setup) horizon(trace []sim.TraceJob) time.Time {
 	return s.start.Add(2 * SerialBound(trace, s.truth, s.capacity))
 }
 
-// shape is the request of a gang of workers GPUs on nodes of at most
-// perNode GPUs: nodes x GPUs per node.
-func shape(workers, perNode int) (nodes, gpusPerNode int) {
-	if perNode <= 0 || workers <= perNode {
-		return 1, workers
-	}
-	n := (workers + perNode - 1) / perNode
-	for ; n <= workers; n++ {
-		if workers%n == 0 {
-			return n, workers / n
-		}
-	}
-	return workers, 1
-}
-
 // spec is trace job i as sbatch is given it.
 func (s *setup) spec(i int, tj sim.TraceJob, tagged bool) slurmsim.JobSpec {
-	nodes, gpn := shape(tj.ScaleFactor, s.opts.Layout.MaxGPUsPerNode())
+	nodes, gpn := sim.RequestShape(tj.ScaleFactor, s.opts.Layout.MaxGPUsPerNode())
 	sp := slurmsim.JobSpec{Name: traceName(i), User: "sim", NumNodes: nodes, GPUsPerNode: gpn, Model: tj.JobType, Steps: tj.TotalSteps}
 	if tagged {
 		sp.Comment = fmt.Sprintf("hadar model=\"%s\" steps=%s", tj.JobType, strconv.FormatFloat(tj.TotalSteps, 'f', -1, 64))
@@ -423,4 +408,23 @@ func (s *setup) result(policy string, c *slurmsim.Cluster, n int, trace []sim.Tr
 		return x < y
 	})
 	return res
+}
+
+// FastPathRules are the rules a fast-path run (sim.Run) follows of
+// hadar-slurmd's round with cfg, all but Slurm itself (and it sets the
+// policy's migration penalty in opts): each job planned in
+// the shape its sbatch asks for on the layout's nodes, running jobs stopped
+// only with cfg.Preemption and moved for more than cfg.MigrationPenalty
+// (opts, the policy's), rounds started early by completions and arrivals
+// (the daemon sees them at its next poll: half a poll interval later on
+// average; Gavel-style policies keep their round's choices then), and
+// every start costing Slurm's scheduling pass and the job's start-up as
+// measured (slurmsim.Measured). docs/fidelity.md has how close it comes to
+// the daemon path.
+func FastPathRules(cfg config.Config, opts *optimizer.Options) sim.Rules {
+	t := slurmsim.Measured(0)
+	opts.MigrationPenalty = cfg.MigrationPenalty.Duration
+	return sim.Rules{Shaped: true, NoStop: !cfg.Preemption,
+		Events:    &sim.Events{Delay: cfg.PollInterval.Duration / 2},
+		StartCost: t.SchedDelay + t.StartupDelay}
 }
