@@ -444,9 +444,10 @@ func (r *deriver) movable(n int, move func(i int) (cur, target []optimizer.Task)
 
 // waiting places the waiting jobs the plan schedules, oldest first, on the
 // plan's nodes when Slurm can enforce them and they are free, else by the
-// optimizer's placement rule on free nodes of the planned type, then of the
-// job's next fastest free type; a job that fits nowhere is deferred. New
-// copies come last: they use what the other jobs leave.
+// optimizer's placement rule on free nodes of the planned types; a job that
+// fits nowhere there is deferred to the next round (no other GPU type: the
+// type is the policy's decision). New copies come last: they use what the
+// other jobs leave.
 func (r *deriver) waiting() {
 	waiting := withoutCopies(jobsOfClass(r.v, ClassWaiting))
 	sort.SliceStable(waiting, func(a, b int) bool {
@@ -481,17 +482,8 @@ func (r *deriver) waiting() {
 			target = fitNodes(r.snapJobs[jv.ID], free, types)
 			reason = fmt.Sprintf("planned %s; re-shaped to the job's request of %d node(s) x %d GPUs", planned, jv.NumNodes, jv.GPUsPerNode)
 			if target == nil {
-				// The planned type is busy (typically: running jobs the
-				// policy meant to move or stop were kept). Like the
-				// policy's own second pass, use free GPUs of another type,
-				// the job's fastest first.
-				if target = fitNodes(r.snapJobs[jv.ID], free, typesByRate(r.s, jv, r.s.Throughput)); target != nil {
-					reason = fmt.Sprintf("planned %s, which is not free (running jobs kept); placed on the next fastest free GPU type", planned)
-				}
-			}
-			if target == nil {
 				r.d.Decisions = append(r.d.Decisions, Decision{JobID: jv.ID, Kind: DecideDefer, From: "-", To: "-",
-					Reason: fmt.Sprintf("planned %s, which Slurm cannot enforce for a request of %d node(s) x %d GPUs, and no free node(s) hold it", planned, jv.NumNodes, jv.GPUsPerNode)})
+					Reason: fmt.Sprintf("planned %s, which is not free or which Slurm cannot enforce for a request of %d node(s) x %d GPUs, and no free node(s) of that type hold it", planned, jv.NumNodes, jv.GPUsPerNode)})
 				continue
 			}
 		}
@@ -812,21 +804,6 @@ func (r *deriver) retypes(places []string) []Action {
 	for _, g := range slices.Sorted(maps.Keys(byGres)) {
 		out = append(out, Action{Kind: ActRetype, JobIDs: byGres[g], Gres: g})
 	}
-	return out
-}
-
-// typesByRate lists the snapshot's GPU types on which the job runs, its
-// fastest first.
-func typesByRate(s *optimizer.Snapshot, jv *JobView, tp optimizer.Throughputs) []string {
-	var out []string
-	for _, t := range s.Types() {
-		if tp.Rate(jv.Model, t, jv.Workers) > 0 {
-			out = append(out, t)
-		}
-	}
-	sort.SliceStable(out, func(a, b int) bool {
-		return tp.Rate(jv.Model, out[a], jv.Workers) > tp.Rate(jv.Model, out[b], jv.Workers)
-	})
 	return out
 }
 

@@ -156,16 +156,13 @@ func TestDerive(t *testing.T) {
 			kinds: map[string]DecisionKind{"1": DecideKeep, "2": DecideDefer},
 		},
 		{
-			name:  "planned type kept busy by a running job: the next fastest free type",
+			// The type is the policy's decision: the job waits for it rather
+			// than take the idle k80s the plan did not give it.
+			name:  "planned type kept busy by a running job: deferred, not sent to another type",
 			jobs:  []slurm.Job{sJob("1", tag, "R", 4, 1, "v1"), sJob("2", tag, "PD", 4, 1)},
 			nodes: []slurm.Node{sNode("v1", "v100", 4, 4), sNode("k1", "k80", 4, 0)},
 			plan:  plan{"2": {task("v1", "v100", 4)}},
-			want: []string{
-				"scontrol update JobId=2 NodeList=k1",
-				"scontrol update JobId=2 StartTime=now" + placedSuffix,
-				"scontrol release 2",
-			},
-			kinds: map[string]DecisionKind{"1": DecideKeep, "2": DecidePlace},
+			kinds: map[string]DecisionKind{"1": DecideKeep, "2": DecideDefer},
 		},
 		{
 			name:   "running job the plan drops, preemption on: requeuehold, its GPUs go to the next",

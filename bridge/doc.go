@@ -112,11 +112,13 @@
 //     with NodeList alone: one node holding all its GPUs (--nodes=1), or
 //     exactly its --nodes nodes with --gres GPUs each (the nodes may differ
 //     in type: Hadar's task-level placement; the gang runs at its slowest
-//     worker's pace). A plan that splits a one-node gang is re-shaped onto a
-//     single free node of the planned type; if the planned type is busy
-//     (running jobs the policy wanted to move were kept), the job's next
-//     fastest free type is used, as the policy's own second pass would;
-//     otherwise the job is deferred (stays held) and the log says why.
+//     worker's pace). The policies plan each job in its request's shape
+//     (optimizer.Shape), so this is the plan's own placement; where the
+//     planned nodes are not free (a move the plan counted on was given
+//     up), the same placement rule (optimizer.PlaceOn) finds other free
+//     nodes of the planned types. Otherwise the job is deferred (stays
+//     held) to the next round, and the log says why: the GPU type is the
+//     policy's decision, never Derive's.
 //   - Order of a round: holds, one requeuehold for all moves, the
 //     retypes (Gres=, one per distinct value), one NodeList update per
 //     placed job, one StartTime=now for all of them, a settle wait of
