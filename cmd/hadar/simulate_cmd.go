@@ -99,6 +99,9 @@ type simulateOutput struct {
 
 func runSimulate(c *cli.Context) error {
 	if daemonMode(c) {
+		if c.Bool("daemon-rules") {
+			return fmt.Errorf("--daemon-rules is for the fast path: --daemon and --layout run the daemon's own round, its rules included")
+		}
 		return runSimulateDaemon(c)
 	}
 	thr, err := loadThroughputs(c.String("throughputs"))

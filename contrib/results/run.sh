@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Regenerates docs/results.md's fast-path tables (the simulator's own
-# Policy.Plan -> advance; contrib/results/daemon.sh makes the daemon path's):
-# every policy on generated traces (several seeds, static and Poisson,
-# multi-GPU) and on Gavel's public traces. Run from the
-# repository root after `make build`:  contrib/results/run.sh > docs/results.md
+# Policy.Plan -> advance, with the rules of hadar-slurmd's round:
+# --daemon-rules, and preemption on, contrib/results/hadar.toml;
+# contrib/results/daemon.sh makes the daemon path's): every policy on
+# generated traces (several seeds, static and Poisson, multi-GPU) and on
+# Gavel's public traces. Run from the repository root after `make build`:
+#   contrib/results/run.sh > tables.md
+# RULES="" gives Gavel's simulator's model instead (gangs split freely,
+# preemption and moves free).
 set -euo pipefail
 HADAR=${HADAR:-bin/hadar}
 POLICIES=${POLICIES:-hadar,gavel,gavel-makespan,gavel-ftf,las,yarn-cs,tiresias,elas}
+RULES=${RULES---daemon-rules --config contrib/results/hadar.toml}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -14,13 +19,14 @@ summary=()
 run() { # title, trace, cluster, extra flags...
 	local title=$1 trace=$2 cluster=$3
 	shift 3
-	local cmd="hadar simulate --trace $trace --cluster $cluster --policies $POLICIES $*"
+	local cmd="hadar simulate $RULES --trace $trace --cluster $cluster --policies $POLICIES $*"
 	echo "### $title"
 	echo
 	echo "\`$cmd\`"
 	echo
-	"$HADAR" simulate --trace "$work/$trace" --cluster "$cluster" --policies "$POLICIES" "$@" --markdown 2>/dev/null ||
-		"$HADAR" simulate --trace "$trace" --cluster "$cluster" --policies "$POLICIES" "$@" --markdown
+	# shellcheck disable=SC2086 # RULES is a list of flags
+	"$HADAR" simulate $RULES --trace "$work/$trace" --cluster "$cluster" --policies "$POLICIES" "$@" --markdown 2>/dev/null ||
+		"$HADAR" simulate $RULES --trace "$trace" --cluster "$cluster" --policies "$POLICIES" "$@" --markdown
 	echo
 }
 gen() { # name, generate flags...
