@@ -13,7 +13,7 @@ import (
 
 // Fidelity of hadar's reimplementation of Gavel's policies: each run is
 // compared with the figure Gavel's own simulator gives for the same trace,
-// cluster and policy (docs/hadar.md section 7; docs/fidelity.md has the
+// cluster and policy (docs/fidelity.md's "Gavel" columns, which has the
 // table and the reasons for the remaining gaps). A faithful mechanism lands
 // within fidelityTolerance on every figure; yarn-cs, which involves no LP
 // solver, reproduces Gavel's numbers exactly.
