@@ -13,8 +13,8 @@ import (
 
 // Fidelity of hadar's reimplementation of Gavel's policies: each run is
 // compared with the figure Gavel's own simulator gives for the same trace,
-// cluster and policy (docs/fidelity.md's "Gavel" columns, which has the
-// table and the reasons for the remaining gaps). A faithful mechanism lands
+// cluster and policy (the "Gavel" columns of docs/fidelity.md, which also
+// gives the reasons for the remaining gaps). A faithful mechanism lands
 // within fidelityTolerance on every figure; yarn-cs, which involves no LP
 // solver, reproduces Gavel's numbers exactly.
 
