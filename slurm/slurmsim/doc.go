@@ -28,7 +28,8 @@
 //     order among equals.
 //   - Jobs that train like contrib/examples/toyjob: Config.StartupDelay after
 //     they start, every Config.Tick (plus Config.TickOverhead) they do
-//     Rate(model, GPU type of their first node, workers) x Tick steps and
+//     Rate(model, GPU type of their first node, workers) x that time in
+//     steps (toyjob paces itself by the clock) and
 //     report them in the spool's progress files (jobproto.ProgressPath's
 //     format), and end when all their steps are done; a requeued job resumes
 //     from its last report. Other jobs run for a fixed time. The report files

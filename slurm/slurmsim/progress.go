@@ -24,7 +24,7 @@ func (c *Cluster) startTraining(j *Job, gpuType string) time.Time {
 		return j.tickStart // no rate: toyjob exits with an error
 	}
 	left := j.Spec.Steps - j.resume
-	ticks := math.Max(0, math.Ceil(left/(j.rate*c.cfg.Tick.Seconds())-1e-9))
+	ticks := math.Max(0, math.Ceil(left/(j.rate*c.period().Seconds())-1e-9))
 	return j.tickStart.Add(time.Duration(ticks) * c.period())
 }
 
@@ -41,7 +41,9 @@ func (c *Cluster) report(j *Job, t time.Time) {
 	if k < 1 {
 		return
 	}
-	steps := math.Min(j.resume+float64(k)*j.rate*c.cfg.Tick.Seconds(), j.Spec.Steps)
+	// toyjob credits the time since its start, the tick's own commands
+	// included, at its rate.
+	steps := math.Min(j.resume+float64(k)*j.rate*c.period().Seconds(), j.Spec.Steps)
 	j.done = math.Round(steps*1000) / 1000 // toyjob prints %.3f
 	j.doneAt = j.tickStart.Add(time.Duration(k) * c.period())
 	if c.cfg.Spool == "" || !j.doneAt.After(j.written) {
