@@ -68,6 +68,7 @@ func newHarness(t testing.TB, mod func(*config.Config)) *harness {
 	dir := t.TempDir()
 	h := &harness{t: t, fc: newFakeCluster("node1:v100:4", "node2:v100:4", "node3:p100:4", "node4:k80:4", "node5:k80:4"),
 		store: &countingStore{Store: openStore(t)}, clock: &manualClock{now: t0}, dataDir: filepath.Join(dir, "data")}
+	h.fc.now = h.clock.Now
 	h.cfg = config.Default()
 	h.cfg.DataDir = h.dataDir
 	h.cfg.SpoolDir = filepath.Join(dir, "spool")
@@ -448,7 +449,7 @@ func TestMigrationAndProgress(t *testing.T) {
 	id := h.fc.submit("hadar model=resnet50-bs64 steps=5000000", 1, 1, t0)
 	h.fc.mu.Lock()
 	j := h.fc.jobs[id]
-	j.held, j.state, j.reason, j.nodes = false, "RUNNING", "None", []string{"node4"}
+	j.held, j.state, j.reason, j.nodes, j.started = false, "RUNNING", "None", []string{"node4"}, t0.Add(-time.Hour)
 	h.fc.mu.Unlock()
 	b := h.bridge()
 	// It reports progress twice while on node4: one learned sample.

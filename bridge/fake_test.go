@@ -37,6 +37,8 @@ type fakeCluster struct {
 	// added to the old one and the job cannot start, as measured on 22.05.
 	// The harness serves a fake with it set as fake2411.
 	retypeReplaces bool
+	// now is the harness's clock, for a running job's TimeUsed (nil: 0).
+	now func() time.Time
 }
 
 // fake2411 is the fake as Slurm 24.11: it says its version (the bridge
@@ -105,6 +107,8 @@ type fakeJob struct {
 	// arrayJob and arrayTask make it an array task ("28", "0"): squeue
 	// shows it as 28_0, its own id (SLURM_JOB_ID) stays the fake's id.
 	arrayJob, arrayTask string
+	// started is when the job last began to run (TimeUsed counts from it).
+	started time.Time
 }
 
 func newFakeCluster(nodes ...string) *fakeCluster {
@@ -264,6 +268,9 @@ func (f *fakeCluster) schedule(j *fakeJob) {
 		return
 	}
 	j.state, j.reason, j.nodes, j.got = "RUNNING", "None", pick, got
+	if f.now != nil {
+		j.started = f.now()
+	}
 }
 
 // allows is Slurm's check of a job's own limits against a node.
@@ -351,6 +358,9 @@ func (f *fakeCluster) Jobs(ctx context.Context) ([]slurm.Job, error) {
 		sj := slurm.Job{JobID: id, ArrayJobID: id, User: j.user, State: j.state, NumNodes: j.numNodes,
 			SubmitTime: j.submit, Gres: g, Nodes: j.nodes, NodeList: strings.Join(j.nodes, ","), Reason: j.reason, Comment: j.comment,
 			Name: j.name}
+		if j.state == "RUNNING" && f.now != nil && !j.started.IsZero() {
+			sj.TimeUsed = f.now().Sub(j.started).Truncate(time.Second)
+		}
 		if j.arrayJob != "" {
 			sj.ArrayJobID, sj.ArrayTaskID = j.arrayJob, j.arrayTask
 		}

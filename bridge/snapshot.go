@@ -148,8 +148,14 @@ func advanceProgress(pr JobProgress, jv *JobView, gpuType string, rate float64, 
 		pr.Done += rate * dt
 	}
 	if rep != nil && rep.At.After(pr.ReportedAt) && !rep.At.After(now.Add(time.Minute)) {
+		// Both reports must come from this run: a job requeued and started
+		// again on the same nodes keeps its placement, and a sample across
+		// the restart would count the time it did not run (the run began
+		// TimeUsed ago; Slurm gives whole seconds, so this errs on the
+		// side of no sample).
+		runStart := now.Add(-jv.TimeUsed)
 		if pr.Reported && running && gpuType != "" && pr.ReportedPlacement == placement &&
-			rep.Steps > pr.ReportedSteps && rep.At.Sub(pr.ReportedAt) > 0 {
+			pr.ReportedAt.After(runStart) && rep.Steps > pr.ReportedSteps && rep.At.Sub(pr.ReportedAt) > 0 {
 			smp = &sample{steps: rep.Steps - pr.ReportedSteps, seconds: rep.At.Sub(pr.ReportedAt).Seconds()}
 		}
 		pr.Reported = true
