@@ -33,7 +33,7 @@ type SnapshotParams struct {
 // with the GPUs available to hadar, one Job per waiting or running tagged
 // job. It is pure.
 func BuildSnapshot(v *View, tp optimizer.Throughputs, progress map[string]JobProgress, p SnapshotParams) *optimizer.Snapshot {
-	s := &optimizer.Snapshot{Now: v.Now, Round: p.Round, Throughput: tp, MidRound: p.MidRound}
+	s := &optimizer.Snapshot{Now: v.Now, Round: p.Round, Throughput: tp, MidRound: p.MidRound, NoPreemption: !p.Preemption}
 	for _, n := range v.Nodes {
 		cpus, cpuLeft := n.AvailableCPUs()
 		mem, memLeft := n.AvailableMem()

@@ -132,7 +132,7 @@ func TestSnapshotFromFixtures(t *testing.T) {
 		}
 		snap := BuildSnapshot(v, tp, nil, SnapshotParams{Round: 6 * time.Minute, DefaultDuration: time.Hour})
 		want := &optimizer.Snapshot{
-			Now: v.Now, Round: 6 * time.Minute, Throughput: tp,
+			Now: v.Now, Round: 6 * time.Minute, Throughput: tp, NoPreemption: true,
 			// GPUs used by other people's jobs (GresUsed, including the
 			// --gpus job 13 that squeue shows as N/A) are not offered.
 			// CPUs and memory are what Slurm's CPUAlloc and AllocMem leave.

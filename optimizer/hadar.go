@@ -285,6 +285,7 @@ func (p *Hadar) place(s *Snapshot, hj []*hadarJob, types []string, fluid bool) *
 	// Pass 1: every job on its preferred type, critical jobs on the best type
 	// that has room. Jobs that stay on their current type are placed first
 	// so that they keep their nodes.
+	kept := keepNoStop(pool, hj)
 	chosen := make(map[string]string, len(hj))
 	left := make([]int, len(types))
 	for t, name := range types {
@@ -296,6 +297,10 @@ func (p *Hadar) place(s *Snapshot, hj []*hadarJob, types []string, fluid bool) *
 		if h.critical || h.starving {
 			cands = h.prefs
 		}
+		if _, ok := kept[h.ID]; ok {
+			p.moveNoStop(s, pool, h, cands, left, types, kept)
+			continue
+		}
 		if t := p.pickType(h, cands, left, types); t >= 0 {
 			left[t] -= h.Workers
 			chosen[h.ID] = types[t]
@@ -303,6 +308,9 @@ func (p *Hadar) place(s *Snapshot, hj []*hadarJob, types []string, fluid bool) *
 		}
 	}
 	plan := placeChosen(pool, first, chosen)
+	for id, tasks := range kept {
+		plan.Assign(id, tasks...)
+	}
 	// Pass 1b: GPUs still free go to the next jobs in priority order that
 	// the fluid plan runs on that type.
 	if fluid {
@@ -342,7 +350,10 @@ func (p *Hadar) place(s *Snapshot, hj []*hadarJob, types []string, fluid bool) *
 				}
 			}
 		}
-		if tasks == nil {
+		// A gang across types runs at its slowest type's pace; without
+		// preemption a waiting job started so would keep that pace to its
+		// end, so it waits for one type instead.
+		if tasks == nil && (!s.NoPreemption || len(h.Current) > 0) {
 			tasks = spanTypes(pool, h, types)
 		}
 		if tasks != nil {
@@ -350,6 +361,60 @@ func (p *Hadar) place(s *Snapshot, hj []*hadarJob, types []string, fluid bool) *
 		}
 	}
 	return plan
+}
+
+// keepNoStop is the plan's pass 0: a running job that may not be stopped
+// (Job.NoStop) keeps its GPUs, taken from the pool before any other job is
+// placed, so that no waiting job is planned onto GPUs the guard
+// (KeepNoStop) would give back. It returns the kept jobs' tasks; pass 1
+// may still move them (moveNoStop).
+func keepNoStop(pool *freePool, hj []*hadarJob) map[string][]Task {
+	var kept map[string][]Task
+	for _, h := range hj {
+		if h.NoStop && len(h.Current) > 0 && pool.holds(h.Current) {
+			for _, t := range h.Current {
+				pool.useFor(h.Job, t)
+			}
+			if kept == nil {
+				kept = map[string][]Task{}
+			}
+			kept[h.ID] = append([]Task(nil), h.Current...)
+		}
+	}
+	return kept
+}
+
+// moveNoStop moves kept job h, in its turn in priority order, onto the
+// first of cands with free GPUs that hold it if the move saves more than
+// the migration penalty (the guard's rule): its new tasks are taken from
+// the pool and its old ones given back, for the jobs after it. left counts
+// the free GPUs per type.
+func (p *Hadar) moveNoStop(s *Snapshot, pool *freePool, h *hadarJob, cands, left []int, types []string, kept map[string][]Task) {
+	cur := currentType(h.Current)
+	for _, t := range cands {
+		if types[t] == cur || left[t] < h.Workers {
+			continue
+		}
+		next := pool.take(h.Job, types[t])
+		if next == nil {
+			continue
+		}
+		if moveGain(s, h.Job, next) <= p.MigrationPenalty {
+			for _, n := range next {
+				pool.releaseFor(h.Job, n)
+			}
+			return
+		}
+		for _, c := range h.Current {
+			pool.releaseFor(h.Job, c)
+			if i := indexOf(types, c.Type); i >= 0 {
+				left[i] += c.GPUs
+			}
+		}
+		left[t] -= h.Workers
+		kept[h.ID] = next
+		return
+	}
 }
 
 // balancePrices finds GPU-type prices at which the jobs' choices (each job

@@ -441,3 +441,112 @@ func TestFairShareTime(t *testing.T) {
 		})
 	}
 }
+
+// TestHadarWithoutPreemption: a running job that may not be stopped keeps
+// its GPUs in Hadar's own plan (pass 0), so the guard has nothing to give
+// back and no GPUs stay idle where the plan had moved it; it moves, in its
+// turn, only onto free GPUs and only where that saves more than the
+// migration penalty; and a waiting gang is not started across types.
+func TestHadarWithoutPreemption(t *testing.T) {
+	// run: 1 GPU on the k80, 1000 steps left; v100 runs it 10x faster.
+	// wait: a waiting 1-GPU job that prefers the v100 too.
+	build := func(v100s int) *Snapshot {
+		b := newSnapshot().node("k", "k80", 1).
+			job("run", 1, 1000, map[string]float64{"v100": 10, "k80": 1}).
+			job("wait", 1, 500, map[string]float64{"v100": 10, "k80": 1})
+		if v100s > 0 {
+			b.node("v", "v100", v100s)
+		}
+		s := b.s
+		s.NoPreemption = true
+		s.Jobs[0].Current = []Task{{Node: "k", Type: "k80", GPUs: 1}}
+		s.Jobs[0].NoStop = true
+		return s
+	}
+	for _, tc := range []struct {
+		name    string
+		v100s   int
+		penalty time.Duration
+		want    map[string]string
+	}{
+		// Before pass 0 the plan gave the k80 to "wait" (shorter first) and
+		// dropped "run"; the guard put "run" back and "wait" did not run.
+		{"no faster GPU free: it stays, the other waits", 0, 0, map[string]string{"run": "[k80:1]"}},
+		{"a v100 free, the move saves 900 s > 60 s", 1, time.Minute, map[string]string{"run": "[v100:1]", "wait": "[k80:1]"}},
+		{"a v100 free, the move saves 900 s < 1000 s", 1, 1000 * time.Second, map[string]string{"run": "[k80:1]", "wait": "[v100:1]"}},
+		{"two v100s free", 2, time.Minute, map[string]string{"run": "[v100:1]", "wait": "[v100:1]"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := New("hadar", Options{MigrationPenalty: tc.penalty})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := build(tc.v100s)
+			plan, err := p.Plan(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, placedTypes(plan)); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+			guarded := KeepNoStop(s, clonePlan(plan), tc.penalty)
+			if diff := cmp.Diff(plan, guarded); diff != "" {
+				t.Errorf("the guard changed Hadar's plan (-plan +guarded):\n%s", diff)
+			}
+		})
+	}
+
+	t.Run("a waiting gang waits for one type", func(t *testing.T) {
+		s := newSnapshot().node("v", "v100", 2).node("k", "k80", 2).
+			job("gang", 4, 1000, map[string]float64{"v100": 10, "k80": 1}).s
+		s.Throughput.Set("type-gang", "v100", 2, 5)
+		s.Throughput.Set("type-gang", "k80", 2, 0.5)
+		for _, noPreemption := range []bool{false, true} {
+			s.NoPreemption = noPreemption
+			plan := planOrFail(t, "hadar", s)
+			if got, want := len(plan.Assignments["gang"]) > 0, !noPreemption; got != want {
+				t.Errorf("NoPreemption %v: gang across v100 and k80 placed %v, want %v", noPreemption, got, want)
+			}
+		}
+	})
+}
+
+// TestHadarPlanNeedsNoGuard: on random snapshots without preemption, where
+// half the jobs run and may not be stopped, the guard (KeepNoStop) finds
+// nothing to change in Hadar's plan.
+func TestHadarPlanNeedsNoGuard(t *testing.T) {
+	for seed := int64(0); seed < 8; seed++ {
+		s := SyntheticSnapshot(120, 48, 3, seed)
+		// Jobs run where another policy put them, so Hadar would rather
+		// move many of them.
+		prev := planOrFail(t, "yarn-cs", s)
+		for i := range s.Jobs {
+			if i%2 == 0 && len(prev.Assignments[s.Jobs[i].ID]) > 0 {
+				s.Jobs[i].Current = prev.Assignments[s.Jobs[i].ID]
+				s.Jobs[i].NoStop = true
+				s.Jobs[i].RemainingSteps *= 0.7
+			}
+		}
+		s.NoPreemption = true
+		s.Now = s.Now.Add(s.Round)
+		p, err := New("hadar", Options{MigrationPenalty: 10 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan, err := p.Plan(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(plan, KeepNoStop(s, clonePlan(plan), 10*time.Minute)); diff != "" {
+			t.Errorf("seed %d: the guard changed Hadar's plan (-plan +guarded):\n%s", seed, diff)
+		}
+	}
+}
+
+func clonePlan(p *Plan) *Plan {
+	out := NewPlan()
+	for id, tasks := range p.Assignments {
+		out.Assign(id, append([]Task(nil), tasks...)...)
+	}
+	return out
+}

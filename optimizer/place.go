@@ -132,6 +132,31 @@ func (p *freePool) useFor(j *Job, t Task) {
 	}
 }
 
+// holds reports whether every task's GPUs are free in the pool.
+func (p *freePool) holds(tasks []Task) bool {
+	need := map[nodeRef]int{}
+	for _, t := range tasks {
+		need[nodeRef{t.Node, t.Type}] += t.GPUs
+	}
+	for k, n := range need {
+		if p.freeOn(k.name, k.gpuType) < n {
+			return false
+		}
+	}
+	return true
+}
+
+// releaseFor undoes useFor: task t of job j is free again.
+func (p *freePool) releaseFor(j *Job, t Task) {
+	p.add(t, t.GPUs)
+	if c, ok := p.cpus[t.Node]; ok && j.Shape.CPUsPerNode > 0 {
+		p.cpus[t.Node] = c + j.Shape.CPUsPerNode
+	}
+	if m, ok := p.mem[t.Node]; ok && j.Shape.MemMBPerNode > 0 {
+		p.mem[t.Node] = m + j.Shape.MemMBPerNode
+	}
+}
+
 // room is how many GPUs of node p.nodes[i] job j may take now: 0 if its
 // shape rules the node out or the node lacks the CPUs or memory it needs.
 func (p *freePool) room(j *Job, i int) int {

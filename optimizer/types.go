@@ -161,6 +161,11 @@ type Snapshot struct {
 	// mechanism) keeps its last round's choices then; event-driven
 	// policies plan as in any round.
 	MidRound bool
+	// NoPreemption: the site stops no running job (hadar-slurmd with
+	// preemption = false, its default), so a job started now keeps its
+	// GPUs until it ends, unless a move saves more than the migration
+	// penalty; every running job is then NoStop.
+	NoPreemption bool
 }
 
 // JobRate is job j's whole-job rate on GPU type h with workers GPUs, or 0

@@ -316,6 +316,7 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 			Throughput:   planned,
 			FastestFirst: fastestFirst,
 			MidRound:     mid,
+			NoPreemption: cfg.NoStop,
 		}
 		for i, j := range active {
 			snap.Jobs[i] = j.Job
