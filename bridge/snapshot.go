@@ -53,11 +53,7 @@ func BuildSnapshot(v *View, tp optimizer.Throughputs, progress map[string]JobPro
 		if total <= 0 {
 			total = tp.BestRate(jv.Model, jv.Workers, capacity) * estimatedDuration(jv, p.DefaultDuration).Seconds()
 		}
-		remaining := total - pr.Done
-		if floor := 0.05 * total; remaining < floor {
-			// Past its estimate but still there: it needs a little more.
-			remaining = floor
-		}
+		remaining := optimizer.RemainingEstimate(total, pr.Done)
 		weight := jv.Tag.Weight
 		if weight <= 0 {
 			weight = 1

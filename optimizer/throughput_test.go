@@ -108,3 +108,21 @@ func TestBestRate(t *testing.T) {
 		}
 	}
 }
+
+func TestRemainingEstimate(t *testing.T) {
+	for _, tc := range []struct {
+		est, done, want float64
+	}{
+		{1000, 0, 1000},
+		{1000, 400, 600},
+		{1000, 960, 50},    // within the estimate, but at least 5% of it
+		{1000, 1000, 50},   // at the estimate: 5% of it
+		{1000, 1030, 50},   // past it by less than 5%: still 5%
+		{1000, 1500, 500},  // past it: as much again as it has overrun
+		{1000, 4000, 3000}, // far past it
+	} {
+		if got := RemainingEstimate(tc.est, tc.done); got != tc.want {
+			t.Errorf("RemainingEstimate(%v, %v) = %v, want %v", tc.est, tc.done, got, tc.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package optimizer
 
 import (
+	"math"
 	"sort"
 	"time"
 )
@@ -112,6 +113,19 @@ type Task struct {
 	Copy int `json:",omitempty"`
 	// Steps is a HadarE copy's share of the job's steps this round.
 	Steps float64 `json:",omitempty"`
+}
+
+// RemainingEstimate is the work a job estimated at est steps in all is taken
+// to have left once it has done done steps: est - done within its estimate;
+// past it (a user's steps= too low, a time limit taken for the duration) as
+// much again as it has overrun so far, and never less than 5% of the
+// estimate. Job lengths are heavy-tailed, so a job that has outrun its
+// estimate is likely to run on; a fixed floor made it look about to finish
+// round after round, and so neither critical nor worth a faster type. The
+// daemon (bridge.BuildSnapshot) and the simulator's noisy estimates
+// (sim.Config.StepNoise) both use it.
+func RemainingEstimate(est, done float64) float64 {
+	return math.Max(est-done, math.Max(0.05*est, done-est))
 }
 
 // Job is a job as the policy sees it at the start of a round.

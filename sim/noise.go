@@ -18,10 +18,10 @@ import (
 //
 //   - Steps (Config.StepNoise): each job's total steps, as its user's tag
 //     would state them, is seen as true x factor, one factor per job in
-//     trace order. The policy sees remaining = max(estimate - done, 0.05 x
-//     estimate): hadar-slurmd's rule (bridge/snapshot.go) for a job that
-//     runs past its estimate, which it cannot tell from a job about to
-//     finish. The job completes when its true steps are done.
+//     trace order. The policy sees what hadar-slurmd would of the rest
+//     (optimizer.RemainingEstimate: past its estimate, a job is taken to
+//     need as much again as it has overrun). The job completes when its
+//     true steps are done.
 //   - Rates (NoisyThroughputs): one factor per job type x GPU type cell,
 //     the same for every worker count of the cell, on the matrix the plan
 //     starts from. `hadar simulate` then runs the --truth path (learn.go):
@@ -34,10 +34,6 @@ const (
 	streamNoiseSteps uint64 = iota + 0x6861646172 + 0x100
 	streamNoiseRate
 )
-
-// liveRemainingFloor is the share of its estimate a job past its estimate
-// is taken to have left, as hadar-slurmd takes it (bridge/snapshot.go).
-const liveRemainingFloor = 0.05
 
 // checkSigma rejects a sigma that is not a finite number >= 0.
 func checkSigma(what string, s float64) error {
@@ -69,7 +65,7 @@ func stepFactors(n int, sigma float64, seed int64) []float64 {
 // seenRemaining is what the policy sees of a job estimated at est steps
 // that has done done steps: hadar-slurmd's rule.
 func seenRemaining(est, done float64) float64 {
-	return math.Max(est-done, liveRemainingFloor*est)
+	return optimizer.RemainingEstimate(est, done)
 }
 
 // NoisyThroughputs returns thr with every job type x GPU type cell
