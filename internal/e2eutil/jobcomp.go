@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 )
 
@@ -27,11 +28,29 @@ func ReadJobcomp(path string) ([]JobcompRecord, error) {
 	return ParseJobcomp(string(b)), nil
 }
 
+// recordStart is where a jobcomp record begins. Slurm 22.05's filetxt
+// plugin writes each record into a fixed buffer, so a record longer than it
+// (a job name of hundreds of bytes) loses its end, newline included, and the
+// next record follows on the same line ("... ExitCode=0:JobId=158 UserId=").
+var recordStart = regexp.MustCompile(`JobId=\d+ UserId=`)
+
 // ParseJobcomp reads the records of a jobcomp log, in order; lines without
-// a JobId are skipped.
+// a JobId are skipped, and a line holding records glued together by a
+// truncated one is split where each begins.
 func ParseJobcomp(text string) []JobcompRecord {
-	var recs []JobcompRecord
+	var lines []string
 	for _, line := range strings.Split(text, "\n") {
+		from := 0
+		for _, at := range recordStart.FindAllStringIndex(line, -1) {
+			if at[0] > from {
+				lines = append(lines, line[from:at[0]])
+				from = at[0]
+			}
+		}
+		lines = append(lines, line[from:])
+	}
+	var recs []JobcompRecord
+	for _, line := range lines {
 		rec := JobcompRecord{}
 		for _, w := range strings.Fields(line) {
 			if k, v, ok := strings.Cut(w, "="); ok {

@@ -85,10 +85,12 @@ func TestParseJobcomp(t *testing.T) {
 			"StartTime": "2026-11-29T17:11:02", "EndTime": "2026-11-29T17:11:02", "ExitCode": "0:0"}}},
 		{"hostile", []map[string]string{{"JobId": "146", "JobState": "COMPLETED", "NodeList": "node2",
 			"StartTime": "2026-11-29T17:22:03", "EndTime": "2026-11-29T17:22:06", "ExitCode": "0:0"}}},
-		// The later record's values win; job 152 has no record of its own
-		// (as with the regular expression the reliability suite used).
-		{"cut", []map[string]string{{"JobId": "149", "JobState": "COMPLETED", "NodeList": "node4",
-			"StartTime": "2026-11-29T17:22:00", "EndTime": "2026-11-29T17:22:03", "ExitCode": "0:0"}}},
+		// Split where job 152's record begins: each job has its own (a CI
+		// run of 2026-12-04 found an untagged job "without a record").
+		{"cut", []map[string]string{{"JobId": "149", "JobState": "COMPLETED", "NodeList": "node3",
+			"StartTime": "2026-11-29T17:22:00", "EndTime": "2026-11-29T17:22:03", "ExitCode": ""},
+			{"JobId": "152", "JobState": "COMPLETED", "NodeList": "node4",
+				"StartTime": "2026-11-29T17:22:00", "EndTime": "2026-11-29T17:22:03", "ExitCode": "0:0"}}},
 	} {
 		var got []map[string]string
 		for _, rec := range ParseJobcomp(jobcompLines[tc.name] + "\n") {
