@@ -80,9 +80,9 @@ func demoOptions(t *testing.T) Options {
 }
 
 // TestDemo is the acceptance of issue 14: make demo's measured makespans
-// are within 25% of the prediction (docs/fidelity.md: hadar 55 and 64 s in
-// the runs of the current daemon, commit 1a0716b; Slurm alone, which no
-// change to hadar moves, 245-271 s in every run recorded).
+// are within 25% of the prediction (docs/fidelity.md: hadar 59 s in the run
+// of the current daemon, the e2e TestWorkload of commit 94aee7a; Slurm
+// alone, which no change to hadar moves, 243-271 s in every run recorded).
 func TestDemo(t *testing.T) {
 	ctx := context.Background()
 	trace := demoTrace(t)
@@ -109,8 +109,8 @@ func TestDemo(t *testing.T) {
 		predicted float64
 		measured  []float64
 	}{
-		{"hadar", md.MakespanS, []float64{55, 64}},
-		{"slurm-only", ms.MakespanS, []float64{245, 264, 271, 250, 246}},
+		{"hadar", md.MakespanS, []float64{59}},
+		{"slurm-only", ms.MakespanS, []float64{245, 264, 271, 250, 246, 243}},
 	} {
 		for _, m := range c.measured {
 			if math.Abs(m-c.predicted) > 0.25*c.predicted {
