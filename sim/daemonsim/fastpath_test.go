@@ -22,26 +22,46 @@ import (
 // off on the run below.
 const fastPathTolerance = 0.10
 
-// TestFastPathAgreesWithDaemon runs one contended static trace (60 jobs,
-// 1-8 GPUs, on 8:8:8 in nodes of 4) through the fast path with the
-// daemon's rules and through the daemon's own loop, for hadar and gavel,
-// with the daemon's defaults (no preemption) and with preemption on, and
-// checks that both paths give the same makespan and average JCT within
-// fastPathTolerance. docs/fidelity.md has the same comparison on the
-// traces of docs/results.md.
+// TestFastPathAgreesWithDaemon runs two traces through the fast path with
+// the daemon's rules and through the daemon's own loop, for hadar and
+// gavel, with the daemon's defaults (no preemption) and with preemption
+// on, and checks that both paths give the same makespan and average JCT
+// within fastPathTolerance: a contended static trace (60 jobs, 1-8 GPUs,
+// on 8:8:8 in nodes of 4) and one of docs/results.md's, Gavel's public
+// max_min_fairness trace on 12:12:12. docs/fidelity.md has the comparison
+// on all nine traces of docs/results.md's daemon-path section.
 func TestFastPathAgreesWithDaemon(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the daemon's loop over two traces (about a minute)")
+	}
 	thr, err := profiles.Matrix("gavel")
 	if err != nil {
 		t.Fatal(err)
 	}
-	trace, err := sim.Generate(sim.GenerateOptions{Jobs: 60, Seed: 0, MultiGPU: true, Throughputs: thr, ReferenceType: "v100"})
+	static, err := sim.Generate(sim.GenerateOptions{Jobs: 60, Seed: 0, MultiGPU: true, Throughputs: thr, ReferenceType: "v100"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	gpus := map[string]int{"v100": 8, "p100": 8, "k80": 8}
+	public, err := sim.LoadTrace("gavel:max_min_fairness")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		trace []sim.TraceJob
+		gpus  map[string]int
+	}{
+		{"static60", static, map[string]int{"v100": 8, "p100": 8, "k80": 8}},
+		{"max_min_fairness", public, map[string]int{"v100": 12, "p100": 12, "k80": 12}},
+	} {
+		fastPathAgrees(t, tc.name, tc.trace, tc.gpus, thr)
+	}
+}
+
+func fastPathAgrees(t *testing.T, name string, trace []sim.TraceJob, gpus map[string]int, thr optimizer.Throughputs) {
 	for _, preemption := range []bool{false, true} {
 		for _, policy := range []string{"hadar", "gavel"} {
-			t.Run(fmt.Sprintf("%s/preemption=%v", policy, preemption), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/%s/preemption=%v", name, policy, preemption), func(t *testing.T) {
 				t.Parallel()
 				cfg := config.Default()
 				cfg.Preemption = preemption
