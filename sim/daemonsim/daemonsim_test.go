@@ -80,9 +80,10 @@ func demoOptions(t *testing.T) Options {
 }
 
 // TestDemo is the acceptance of issue 14: make demo's measured makespans
-// are within 25% of the prediction (docs/fidelity.md: hadar 59 s in the run
-// of the current daemon, the e2e TestWorkload of commit 94aee7a; Slurm
-// alone, which no change to hadar moves, 243-271 s in every run recorded).
+// are within 25% of the prediction (docs/fidelity.md: hadar 59, 62 and 56 s
+// in the runs of the current daemon, CI's e2e TestWorkload at commits
+// 94aee7a and 4fe1e67, the last on Slurm 24.11; Slurm alone, which no change
+// to hadar moves, 243-271 s in every run recorded).
 func TestDemo(t *testing.T) {
 	ctx := context.Background()
 	trace := demoTrace(t)
@@ -109,8 +110,8 @@ func TestDemo(t *testing.T) {
 		predicted float64
 		measured  []float64
 	}{
-		{"hadar", md.MakespanS, []float64{59}},
-		{"slurm-only", ms.MakespanS, []float64{245, 264, 271, 250, 246, 243}},
+		{"hadar", md.MakespanS, []float64{59, 62, 56}},
+		{"slurm-only", ms.MakespanS, []float64{245, 264, 271, 250, 246, 243, 244}},
 	} {
 		for _, m := range c.measured {
 			if math.Abs(m-c.predicted) > 0.25*c.predicted {
