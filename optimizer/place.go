@@ -182,17 +182,13 @@ func (p *freePool) keep(j *Job, h string) ([]Task, bool) {
 	if len(current) == 0 || TaskGPUs(current) != j.Workers {
 		return nil, false
 	}
-	need := map[nodeRef]int{}
 	for _, t := range current {
 		if t.Type != h || t.Copy != 0 {
 			return nil, false
 		}
-		need[nodeRef{t.Node, t.Type}] += t.GPUs
 	}
-	for k, n := range need {
-		if p.freeOn(k.name, k.gpuType) < n {
-			return nil, false
-		}
+	if !p.holds(current) {
+		return nil, false
 	}
 	out := make([]Task, 0, len(current))
 	for _, t := range current {
