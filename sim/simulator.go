@@ -139,6 +139,8 @@ type JobResult struct {
 	MaxCopies   int     // most HadarE copies the job ran at once
 	CopyRounds  int     // rounds in which the job ran copies
 	CopySum     int     // sum of copies over those rounds
+	// GPUSecsByType is the GPU time the job held on each GPU type.
+	GPUSecsByType map[string]float64
 }
 
 // JCT is completion minus arrival, in seconds.
@@ -186,6 +188,7 @@ type simJob struct {
 	bestRate float64
 	// HadarE bookkeeping.
 	maxCopies, copyRounds, copySum int
+	gpuSecsByType                  map[string]float64
 }
 
 // Run simulates jobs under cfg until every job completes. It is
@@ -410,6 +413,10 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 			busy += gpus * held
 			for _, t := range tasks {
 				res.BusyByType[t.Type] += float64(t.GPUs) * held
+				if j.gpuSecsByType == nil {
+					j.gpuSecsByType = map[string]float64{}
+				}
+				j.gpuSecsByType[t.Type] += float64(t.GPUs) * held
 			}
 			if learn != nil && ran > 0 {
 				observe(learn, truth, &j.Job, tasks, rate)
@@ -457,7 +464,7 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 		res.Jobs = append(res.Jobs, JobResult{
 			ID: j.ID, Type: j.Type, Workers: j.Workers, Arrival: j.arrival,
 			FirstStart: j.firstStart, Completion: j.completion, IsolatedJCT: j.isolated,
-			MaxCopies: j.maxCopies, CopyRounds: j.copyRounds, CopySum: j.copySum,
+			MaxCopies: j.maxCopies, CopyRounds: j.copyRounds, CopySum: j.copySum, GPUSecsByType: j.gpuSecsByType,
 		})
 	}
 	if learn != nil {

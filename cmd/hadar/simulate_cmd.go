@@ -74,6 +74,7 @@ func simulateCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "print the results as JSON"},
 			&cli.BoolFlag{Name: "markdown", Usage: "print the results as a Markdown table (hours)"},
 			&cli.StringFlag{Name: "plot", Usage: "write PNG plots (JCT CDF, utilization, metrics) into `DIR`"},
+			&cli.StringFlag{Name: "jobs-csv", Usage: "write every job's outcome under every policy to `FILE` (CSV, hours: arrival, first start, completion, JCT, queueing, isolated JCT, GPU-hours on each GPU type)"},
 			&cli.BoolFlag{Name: "progress", Usage: "show a progress bar on stderr (default: when stderr is a terminal)"},
 		}, append(simulateNoiseFlags(), simulateDaemonFlags()...)...),
 		Action: runSimulate,
@@ -230,6 +231,11 @@ func runSimulate(c *cli.Context) error {
 	}
 	if dir := c.String("plot"); dir != "" {
 		if err := writePlots(dir, names, results, out.Policies); err != nil {
+			return err
+		}
+	}
+	if path := c.String("jobs-csv"); path != "" {
+		if err := writeJobsCSV(path, names, results); err != nil {
 			return err
 		}
 	}

@@ -170,6 +170,11 @@ func runSimulateDaemon(c *cli.Context) error {
 			return err
 		}
 	}
+	if path := c.String("jobs-csv"); path != "" {
+		if err := writeJobsCSV(path, out.Order, results); err != nil {
+			return err
+		}
+	}
 	warnIncomplete(c.App.ErrWriter, out)
 	switch {
 	case c.Bool("json"):

@@ -386,7 +386,16 @@ func (s *setup) result(policy string, c *slurmsim.Cluster, n int, trace []sim.Tr
 		tj, j := trace[i], res.Jobs[i]
 		done := j.State == slurmsim.Completed
 		jr := sim.JobResult{ID: strconv.Itoa(i), Type: tj.JobType, Workers: tj.ScaleFactor, Arrival: tj.Arrival,
-			FirstStart: secs(j.FirstStart), Completion: -1}
+			FirstStart: secs(j.FirstStart), Completion: -1, GPUSecsByType: map[string]float64{}}
+		for _, r := range j.Runs {
+			end := r.End
+			if end.IsZero() {
+				end = c.Now()
+			}
+			for site, g := range r.GPUs {
+				jr.GPUSecsByType[s.canon(site)] += float64(g) * end.Sub(r.Start).Seconds()
+			}
+		}
 		if done {
 			jr.Completion = secs(j.End)
 		}
