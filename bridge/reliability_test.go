@@ -281,6 +281,39 @@ func TestMigrationCutShortIsResumed(t *testing.T) {
 	}
 }
 
+// A launch that fails on the node hadar chose (a node just back from a
+// network cut, in the container cluster's TestNodeCutOff on 24.11) makes
+// Slurm drain the node and hold the job with "launch failed requeued held".
+// Hadar takes it back: the next round places it on another node and
+// releases it, and fail-open would release it too. Before the fix it was
+// taken for a job Slurm schedules and stayed held forever.
+func TestLaunchFailedHeldIsReplaced(t *testing.T) {
+	h := newHarness(t, nil)
+	id := h.fc.submit(resnet, 1, 1, t0)
+	b := h.bridge()
+	h.cycle(b)
+	j := h.fc.job(id)
+	if j.state != "RUNNING" || len(j.nodes) != 1 {
+		t.Fatalf("not started: %+v", j)
+	}
+	failed := j.nodes[0]
+	h.fc.mu.Lock()
+	j.held, j.state, j.reason, j.nodes = true, "PENDING", "launch failed requeued held", nil
+	h.fc.mu.Unlock()
+	h.fc.setNodeState(failed, "IDLE+DRAIN")
+	if got, err := b.ReleaseAll(context.Background()); err != nil || len(got) != 1 {
+		t.Errorf("ReleaseAll did not release the launch-failed job: %v %v", got, err)
+	}
+	h.fc.mu.Lock()
+	j.held, j.state, j.reason, j.nodes = true, "PENDING", "launch failed requeued held", nil
+	h.fc.mu.Unlock()
+	h.clock.advance(5 * time.Second)
+	rep := h.cycle(b)
+	if j := h.fc.job(id); rep.Count(DecidePlace) != 1 || j.state != "RUNNING" || len(j.nodes) != 1 || j.nodes[0] == failed {
+		t.Fatalf("not re-placed away from %s: %+v, decisions %+v", failed, j, rep.Decisions)
+	}
+}
+
 // Just after slurmctld restarts every node answers late (IDLE*, not
 // schedulable) for a few seconds; a drained or down node is out for a
 // while. Held jobs then wait: they are not handed to Slurm's scheduler for

@@ -50,9 +50,15 @@ const (
 // state" (squeue %r; scontrol show job prints it with underscores): a job
 // hadar requeued to migrate it shows it until released, so a migration cut
 // short (a failed place, a killed daemon) must still read as held, or the
-// job would never be released again, not even by fail-open.
+// job would never be released again, not even by fail-open. When a
+// launch fails on a node (seen on 24.11 when a node came back from a
+// network cut just as hadar placed a job there), Slurm drains the node and
+// holds the job with "launch failed requeued held": hadar placed the job,
+// so it takes it back and places it again, on another node (the drained one
+// is not usable), instead of leaving it held with no one to release it.
 var heldReasons = map[string]bool{"JobHeldUser": true, "JobHeldAdmin": true,
-	"job requeued in held state": true, "job_requeued_in_held_state": true}
+	"job requeued in held state": true, "job_requeued_in_held_state": true,
+	"launch failed requeued held": true, "launch_failed_requeued_held": true}
 
 // JobView is one job of the queue as the bridge understands it.
 type JobView struct {

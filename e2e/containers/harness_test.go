@@ -223,6 +223,17 @@ func (c *cluster) cancelOnCleanup(t *testing.T, ids *[]string) {
 		if len(*ids) > 0 {
 			c.slurm(30*time.Second, "scancel", *ids...)
 		}
+		// A fault test that failed midway can leave a node drained (Slurm
+		// drains a node where a launch failed): resume it, so that one
+		// failure does not fail every later test as "cluster not ready".
+		if st, err := c.nodeStates(); err == nil {
+			for _, n := range c.nodes {
+				if strings.Contains(st[n], "drain") {
+					t.Logf("cleanup: node %s is %s; resuming it", n, st[n])
+					c.slurm(30*time.Second, "scontrol", "update", "NodeName="+n, "State=RESUME")
+				}
+			}
+		}
 		if err := c.waitIdle(120 * time.Second); err != nil {
 			t.Logf("cleanup: %v\n%s", err, c.squeueDump())
 		}

@@ -648,17 +648,24 @@ func TestFailOpenOnStop(t *testing.T) {
 	if !ok || err != nil {
 		t.Fatalf("daemon exit after SIGTERM: %v (exited: %v)", err, ok)
 	}
-	if allReleased == 0 || allReleased > time.Second {
-		t.Fatalf("held jobs released %s after SIGTERM, want within one poll interval (1s)", allReleased)
+	if allReleased == 0 {
+		t.Fatalf("held jobs not all released 10s after SIGTERM")
 	}
-	var releasedLog bool
+	// When the jobs were handed back is when the daemon's scontrol release
+	// returned, which its log records; the queue above saw it one squeue
+	// later (on a loaded 2-core machine squeue alone takes up to ~0.5 s).
+	var released time.Time
 	for _, e := range d.log() {
 		if e.str("msg") == "released every held hadar job to Slurm's scheduler" && int(e.num("jobs")) == held {
-			releasedLog = true
+			released, _ = time.Parse(time.RFC3339Nano, e.str("time"))
 		}
 	}
-	if !releasedLog {
-		t.Errorf("no log of releasing the %d held jobs", held)
+	if released.IsZero() {
+		t.Fatalf("no log of releasing the %d held jobs", held)
+	}
+	if took := released.Sub(sent); took > time.Second {
+		t.Fatalf("held jobs released %s after SIGTERM (the daemon's log; the queue showed them released after %s), want within one poll interval (1s)",
+			took, allReleased)
 	}
 	// Jobs submitted while hadar is off are held by job_submit.lua until
 	// `hadar-slurmd --release-all` (the documented way to turn hadar off).
@@ -682,6 +689,6 @@ func TestFailOpenOnStop(t *testing.T) {
 	assertAllCompleted(t, ids)
 	assertNoDoubleRelease(t, ids)
 	d.assertHealthyLog()
-	record(t, "SIGTERM with %d held jobs: all released %dms after the signal (poll interval 1s), exit 0; 3 jobs submitted after the stop stayed held until --release-all; all %d COMPLETED under Slurm alone",
-		held, allReleased.Milliseconds(), len(ids))
+	record(t, "SIGTERM with %d held jobs: all released %dms after the signal (poll interval 1s; the queue showed it after %dms), exit 0; 3 jobs submitted after the stop stayed held until --release-all; all %d COMPLETED under Slurm alone",
+		held, released.Sub(sent).Milliseconds(), allReleased.Milliseconds(), len(ids))
 }
