@@ -925,7 +925,7 @@ func (b *Bridge) enforce(ctx context.Context, log *slog.Logger, cfg config.Confi
 		}
 	} else {
 		ex := &Executor{Cluster: b.deps.Cluster, Allowed: tagged, Log: log, AwaitInterval: b.awaitInterval, AwaitTries: b.awaitTries,
-			Clock: b.deps.Clock, PlaceParallel: placeParallel}
+			Clock: b.deps.Clock, Parallel: updatesParallel}
 		rep.Results = ex.Execute(ctx, der.Actions)
 		for _, r := range rep.Results {
 			switch {

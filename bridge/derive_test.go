@@ -432,7 +432,7 @@ func testExecutorFailureDoesNotStopOthers(t *testing.T, parallel int) {
 	b := fc.submit("hadar model=m", 1, 1, t0)
 	c := fc.submit("hadar model=m", 1, 1, t0)
 	fc.failJob["PlaceOnNodes"] = map[string]error{b: slurm.ErrInvalidNodeName}
-	ex := &Executor{Cluster: fc, Allowed: map[string]bool{a: true, b: true, c: true}, PlaceParallel: parallel}
+	ex := &Executor{Cluster: fc, Allowed: map[string]bool{a: true, b: true, c: true}, Parallel: parallel}
 	res := ex.Execute(context.Background(), []Action{
 		{Kind: ActPlace, JobIDs: []string{a}, Nodes: []string{"v1"}},
 		{Kind: ActPlace, JobIDs: []string{b}, Nodes: []string{"v1"}},
@@ -468,6 +468,18 @@ type inflightCluster struct {
 }
 
 func (c *inflightCluster) PlaceOnNodes(ctx context.Context, id string, nodes []string) error {
+	c.overlap()
+	return c.fakeCluster.PlaceOnNodes(ctx, id, nodes)
+}
+
+func (c *inflightCluster) SetAdminComment(ctx context.Context, ids []string, text string) error {
+	c.overlap()
+	return c.fakeCluster.SetAdminComment(ctx, ids, text)
+}
+
+// overlap counts one call in flight while it waits (bounded) for a second
+// call to overlap with it: one after the other, none ever does.
+func (c *inflightCluster) overlap() {
 	c.mu.Lock()
 	c.now++
 	c.most = max(c.most, c.now)
@@ -475,8 +487,6 @@ func (c *inflightCluster) PlaceOnNodes(ctx context.Context, id string, nodes []s
 		c.secondStarted.Do(func() { close(c.second) })
 	}
 	c.mu.Unlock()
-	// Wait (bounded) for a second placement to overlap with this one: one
-	// after the other, none ever does.
 	select {
 	case <-c.second:
 	case <-time.After(2 * time.Second):
@@ -484,7 +494,6 @@ func (c *inflightCluster) PlaceOnNodes(ctx context.Context, id string, nodes []s
 	c.mu.Lock()
 	c.now--
 	c.mu.Unlock()
-	return c.fakeCluster.PlaceOnNodes(ctx, id, nodes)
 }
 
 func TestExecutorPlacesInParallel(t *testing.T) {
@@ -500,7 +509,7 @@ func TestExecutorPlacesInParallel(t *testing.T) {
 		actions = append(actions, Action{Kind: ActPlace, JobIDs: []string{id}, Nodes: []string{fmt.Sprintf("v%d", 1+i%2)}})
 	}
 	actions = append(actions, Action{Kind: ActRelease, JobIDs: ids})
-	res := (&Executor{Cluster: ic, Allowed: allowed, PlaceParallel: 4}).Execute(context.Background(), actions)
+	res := (&Executor{Cluster: ic, Allowed: allowed, Parallel: 4}).Execute(context.Background(), actions)
 	if ic.most < 2 || ic.most > 4 {
 		t.Errorf("at most %d placements ran at once, want 2-4", ic.most)
 	}
@@ -514,6 +523,39 @@ func TestExecutorPlacesInParallel(t *testing.T) {
 	}
 	if calls := fc.Calls(); calls[len(calls)-1] != "Release "+strings.Join(ids, ",") {
 		t.Errorf("last call %q, want the release after every placement", calls[len(calls)-1])
+	}
+}
+
+// The status comments of a round (one update per distinct text, at its
+// end) go out in parallel too; each job gets its text.
+func TestExecutorCommentsInParallel(t *testing.T) {
+	fc := newFakeCluster("v1:v100:4")
+	ic := &inflightCluster{fakeCluster: fc, second: make(chan struct{})}
+	allowed := map[string]bool{}
+	var actions []Action
+	want := map[string]string{}
+	for i := range 6 {
+		id := fc.submit("hadar model=m", 1, 1, t0)
+		allowed[id] = true
+		text := fmt.Sprintf("hadar: waiting (%d)", i)
+		want[id] = text
+		actions = append(actions, Action{Kind: ActComment, JobIDs: []string{id}, Text: text})
+	}
+	res := (&Executor{Cluster: ic, Allowed: allowed, Parallel: 4}).Execute(context.Background(), actions)
+	if ic.most < 2 || ic.most > 4 {
+		t.Errorf("at most %d comments ran at once, want 2-4", ic.most)
+	}
+	got := map[string]string{}
+	for i, r := range res {
+		if !r.OK() || r.Action.Text != actions[i].Text {
+			t.Errorf("result %d: %+v (results in the order of the actions)", i, r)
+		}
+	}
+	for id := range want {
+		got[id] = fc.job(id).admin
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("admin comments (-want +got):\n%s", diff)
 	}
 }
 

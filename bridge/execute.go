@@ -61,11 +61,13 @@ type Executor struct {
 	AwaitTries    int
 	// Clock times the await-start's looks (default SystemClock).
 	Clock Clock
-	// PlaceParallel is how many placements (scontrol update NodeList=,
-	// one job per call) run at once; 0 or 1: one after the other. Across a
-	// network each call costs ~60 ms (docs/docker.md: 16 placements took
-	// 941 ms of a round on the container cluster).
-	PlaceParallel int
+	// Parallel is how many of a run of placements (scontrol update
+	// NodeList=, one job per call), or of a run of AdminComment updates
+	// (one call per distinct text), go out at once; 0 or 1: one after the
+	// other. Neither depends on another of its run. Across a network each
+	// call costs ~60 ms (docs/docker.md: 16 placements took 941 ms of a
+	// round on the container cluster).
+	Parallel int
 }
 
 // Execute runs actions in order and returns one result per action. A
@@ -85,11 +87,12 @@ func (e *Executor) Execute(ctx context.Context, actions []Action) []ActionResult
 	down, gated := false, false
 	out := make([]ActionResult, 0, len(actions))
 	for i := 0; i < len(actions); {
-		// A run of placements goes out PlaceParallel at a time: NodeList
-		// takes one job per call, and no placement depends on another's.
+		// A run of placements (NodeList takes one job per call) or of
+		// comments goes out Parallel at a time: none of a run depends on
+		// another.
 		n := 1
-		if e.PlaceParallel > 1 && actions[i].Kind == ActPlace {
-			for i+n < len(actions) && actions[i+n].Kind == ActPlace {
+		if k := actions[i].Kind; e.Parallel > 1 && (k == ActPlace || k == ActComment) {
+			for i+n < len(actions) && actions[i+n].Kind == k {
 				n++
 			}
 		}
@@ -148,7 +151,7 @@ func (e *Executor) gate(a Action, failed map[string]bool, stopped bool) ActionRe
 }
 
 // send runs the actions of batch that have jobs to send, at most
-// PlaceParallel at once (a batch of more than one is only placements).
+// Parallel at once (a batch of more than one is placements or comments).
 func (e *Executor) send(ctx context.Context, batch []ActionResult) {
 	if len(batch) == 1 {
 		if r := &batch[0]; len(r.Sent) > 0 {
@@ -164,7 +167,7 @@ func (e *Executor) send(ctx context.Context, batch []ActionResult) {
 		}
 		return
 	}
-	sem := make(chan struct{}, max(e.PlaceParallel, 1))
+	sem := make(chan struct{}, max(e.Parallel, 1))
 	var wg sync.WaitGroup
 	for k := range batch {
 		r := &batch[k]
@@ -309,7 +312,7 @@ func stillPending(jobs []slurm.Job, ids []string) []string {
 	return out
 }
 
-// placeParallel is the daemon's Executor.PlaceParallel: slurmctld serves
-// each update in a few milliseconds, so the network's round trip, not
-// slurmctld, bounds one-at-a-time placements.
-const placeParallel = 4
+// updatesParallel is the daemon's Executor.Parallel: slurmctld serves each
+// update in a few milliseconds, so the network's round trip and the
+// client's start, not slurmctld, bound one-at-a-time updates.
+const updatesParallel = 8
