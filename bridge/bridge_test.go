@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -305,6 +307,55 @@ func TestReleaseAll(t *testing.T) {
 	h.fc.mu.Unlock()
 	if _, err := b.ReleaseAll(context.Background()); !errors.Is(err, slurm.ErrControllerDown) {
 		t.Errorf("ReleaseAll with slurmctld down: %v", err)
+	}
+}
+
+// A stopping daemon releases what its last poll saw held at once, then
+// looks at the queue once for what is still held (here a job submitted
+// after the poll); once a round has acted since the poll, it looks first.
+func TestReleaseAllFromLastPoll(t *testing.T) {
+	h := newHarness(t, nil)
+	h.fc.noAutoStart = true
+	var seen []string
+	for range 3 {
+		seen = append(seen, h.fc.submit(resnet, 1, 1, t0))
+	}
+	b := h.bridge()
+	if _, err := b.poll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	late := h.fc.submit(resnet, 1, 1, t0)
+	got, err := b.ReleaseAll(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(append([]string(nil), seen...), late)
+	sort.Strings(want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("released (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"Release " + strings.Join(seen, ","), "Release " + late}, h.fc.Calls()); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+
+	// After a round that acted, the poll's queue is stale: one release,
+	// after a look at the queue.
+	h.fc.resetCalls()
+	a := h.fc.submit(resnet, 1, 1, t0)
+	if _, err := b.poll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.cycle(b) // places a (it stays pending: noAutoStart)
+	h.fc.mu.Lock()
+	h.fc.jobs[a].held, h.fc.jobs[a].reason = true, "JobHeldUser"
+	h.fc.mu.Unlock()
+	h.fc.resetCalls()
+	jobsBefore := h.fc.jobsCalls
+	if got, err := b.ReleaseAll(context.Background()); err != nil || !slices.Equal(got, []string{a}) {
+		t.Fatalf("ReleaseAll after a round: %v %v", got, err)
+	}
+	if diff := cmp.Diff([]string{"Release " + a}, h.fc.Calls()); diff != "" || h.fc.jobsCalls != jobsBefore+1 {
+		t.Errorf("calls (-want +got):\n%s; %d queue looks", diff, h.fc.jobsCalls-jobsBefore)
 	}
 }
 
