@@ -948,10 +948,7 @@ func heldTagged(jobs []slurm.Job) []string {
 // hasCopies reports whether the queue holds a task of a copies job.
 func hasCopies(jobs []slurm.Job) bool {
 	for _, j := range jobs {
-		if !jobproto.IsTagged(j.Comment) || jobproto.TaskIndex(j.ID()) < 0 {
-			continue
-		}
-		if tag, err := jobproto.ParseTag(j.Comment); err == nil && tag.Copies >= 2 {
+		if _, ok := copyArray(j); ok {
 			return true
 		}
 	}

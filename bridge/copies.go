@@ -613,6 +613,20 @@ func CheckCopies(v *View, d Derivation) error {
 	return nil
 }
 
+// copyArray returns the array id of j when j is a task of a copies job
+// (tagged copies=K >= 2).
+func copyArray(j slurm.Job) (string, bool) {
+	if !jobproto.IsTagged(j.Comment) || jobproto.TaskIndex(j.ID()) < 0 {
+		return "", false
+	}
+	tag, err := jobproto.ParseTag(j.Comment)
+	if err != nil || tag.Copies < 2 {
+		return "", false
+	}
+	a, _, _ := strings.Cut(j.ID(), "_")
+	return a, true
+}
+
 // failOpen trims the held tasks that ReleaseAll hands to Slurm: a
 // copies job (array tasks tagged copies=K >= 2) keeps its copies on
 // distinct nodes only under hadar, so Slurm gets one task of it, the
@@ -626,23 +640,12 @@ func (jobArrays) failOpen(jobs []slurm.Job, ids []string) []string {
 		first   string
 	}
 	arrays := map[string]*arr{}
-	isCopy := func(j slurm.Job) (string, bool) {
-		if !jobproto.IsTagged(j.Comment) || jobproto.TaskIndex(j.ID()) < 0 {
-			return "", false
-		}
-		tag, err := jobproto.ParseTag(j.Comment)
-		if err != nil || tag.Copies < 2 {
-			return "", false
-		}
-		a, _, _ := strings.Cut(j.ID(), "_")
-		return a, true
-	}
 	held := map[string]bool{}
 	for _, id := range ids {
 		held[id] = true
 	}
 	for _, j := range jobs {
-		a, ok := isCopy(j)
+		a, ok := copyArray(j)
 		if !ok {
 			continue
 		}
@@ -660,7 +663,7 @@ func (jobArrays) failOpen(jobs []slurm.Job, ids []string) []string {
 		if !held[j.ID()] {
 			continue
 		}
-		if a, ok := isCopy(j); ok && (arrays[a].running || arrays[a].first != j.ID()) {
+		if a, ok := copyArray(j); ok && (arrays[a].running || arrays[a].first != j.ID()) {
 			continue
 		}
 		out = append(out, j.ID())
