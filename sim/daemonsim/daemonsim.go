@@ -355,12 +355,14 @@ func (s *setup) result(policy string, c *slurmsim.Cluster, n int, trace []sim.Tr
 		}
 		return t.Sub(s.start).Seconds()
 	}
+	byType := make([]map[string]float64, n) // each trace job's GPU seconds per type
 	for _, j := range c.Records() {
 		i, err := strconv.Atoi(strings.TrimPrefix(j.Spec.Name, tracePrefix))
 		if !strings.HasPrefix(j.Spec.Name, tracePrefix) || err != nil || i < 0 || i >= n {
 			continue // not a trace job
 		}
 		res.Jobs[i] = j
+		byType[i] = map[string]float64{}
 		for _, r := range j.Runs {
 			end := r.End
 			if end.IsZero() {
@@ -370,6 +372,7 @@ func (s *setup) result(policy string, c *slurmsim.Cluster, n int, trace []sim.Tr
 				busy := float64(g) * end.Sub(r.Start).Seconds()
 				res.BusyGPUSecs += busy
 				res.BusyByType[s.canon(site)] += busy
+				byType[i][s.canon(site)] += busy
 			}
 		}
 		if len(j.Runs) > 0 {
@@ -386,16 +389,7 @@ func (s *setup) result(policy string, c *slurmsim.Cluster, n int, trace []sim.Tr
 		tj, j := trace[i], res.Jobs[i]
 		done := j.State == slurmsim.Completed
 		jr := sim.JobResult{ID: strconv.Itoa(i), Type: tj.JobType, Workers: tj.ScaleFactor, Arrival: tj.Arrival,
-			FirstStart: secs(j.FirstStart), Completion: -1, GPUSecsByType: map[string]float64{}}
-		for _, r := range j.Runs {
-			end := r.End
-			if end.IsZero() {
-				end = c.Now()
-			}
-			for site, g := range r.GPUs {
-				jr.GPUSecsByType[s.canon(site)] += float64(g) * end.Sub(r.Start).Seconds()
-			}
-		}
+			FirstStart: secs(j.FirstStart), Completion: -1, GPUSecsByType: byType[i]}
 		if done {
 			jr.Completion = secs(j.End)
 		}
