@@ -34,8 +34,9 @@ lint:
 ## started by contrib/testcluster/up; needs root), the e2e suite and the cross-host
 ## fault tests on the container cluster with Slurm 24.11 (e2e-containers) while every
 ## fuzz target runs for FUZZ_TOTAL seconds in all (the two at once: the container tests
-## mostly wait, and fuzzing runs at nice 19 so their timed rounds keep the CPU; each
-## one's output is printed whole when it ends) (docs/reliability.md, docs/docker.md)
+## mostly wait; fuzzing runs at nice 19, which yields to the host's processes, not to the
+## containers' own cgroups; each one's output is printed whole when it ends)
+## (docs/reliability.md, docs/docker.md)
 test: test-deps lint build
 	$(GO) test -count=1 ./...
 	$(MAKE) e2e
