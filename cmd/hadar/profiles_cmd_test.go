@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -286,5 +287,46 @@ func TestPriorDocTables(t *testing.T) {
 		if !strings.Contains(string(gpus), "| `"+s.Type+"` | "+s.Name+" |") {
 			t.Errorf("docs/gpus.md lacks the catalogue row of %s", s.Type)
 		}
+	}
+}
+
+// TestProfilesRateUnknownModel: with --prior, a model no matrix knows gets
+// the cross-model prior hadar-slurmd plans it with; without, or for a
+// model that names several job types, the lookup fails.
+func TestProfilesRateUnknownModel(t *testing.T) {
+	noEnvDB(t)
+	lambda, err := profiles.Matrix("lambda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		gpuType string
+		workers int
+	}{{"v100", 1}, {"h100", 4}, {"l40s", 1}} {
+		want, ok := profiles.PriorForModel(lambda, "mistral-7b-qlora", []string{tc.gpuType})[tc.gpuType][tc.workers]
+		if !ok || want <= 0 {
+			t.Fatalf("no prior for an unknown model on %d x %s", tc.workers, tc.gpuType)
+		}
+		out := mustRun(t, "rate", "--throughputs", "lambda", "--prior", "--model", "mistral-7b-qlora",
+			"--gpu-type", tc.gpuType, "--workers", fmt.Sprint(tc.workers))
+		if got := strings.TrimSpace(out); got != fmt.Sprint(want) {
+			t.Errorf("rate of an unknown model on %d x %s = %s, want the prior's %v", tc.workers, tc.gpuType, got, want)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown model without --prior", []string{"--throughputs", "lambda", "--model", "mistral-7b-qlora", "--gpu-type", "v100"}, "unknown model"},
+		{"ambiguous model with --prior", []string{"--embedded", "--prior", "--model", "resnet50", "--gpu-type", "v100"}, "ambiguous"},
+		{"no letters with --prior", []string{"--embedded", "--prior", "--model", " ", "--gpu-type", "v100"}, "no letters or digits"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := runProfiles(t, "", append([]string{"rate"}, tc.args...)...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one saying %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -21,14 +23,15 @@ func profilesRateCommand() *cli.Command {
 			"matrix is used and no database is opened; --throughputs NAME|FILE picks another\n" +
 			"matrix (lambda, a file) and implies --embedded. With --prior a cell the matrix lacks\n" +
 			"(a GPU type or worker count nobody measured) gets the prior's rate (docs/prior.md),\n" +
-			"noted on standard error.",
+			"and a model no matrix knows the cross-model prior, as hadar-slurmd plans such a job\n" +
+			"until its progress is learned; either is noted on standard error.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "model", Required: true, Usage: "model / job type"},
 			&cli.StringFlag{Name: "gpu-type", Required: true, Usage: "GPU type (canonical name or site GRES name)"},
 			&cli.IntFlag{Name: "workers", Value: 1, Usage: "GPUs the job runs on"},
 			&cli.BoolFlag{Name: "embedded", Usage: "use the embedded Gavel matrix instead of the database"},
 			&cli.StringFlag{Name: "throughputs", Usage: "use this matrix `NAME|FILE` instead of the database: " + profiles.MatrixUsage},
-			&cli.BoolFlag{Name: "prior", Usage: "fall back to the prior for a cell the matrix lacks"},
+			&cli.BoolFlag{Name: "prior", Usage: "fall back to the prior for a cell the matrix lacks, and to the cross-model prior for a model it does not know"},
 		},
 		Action: func(c *cli.Context) error {
 			var thr optimizer.Throughputs
@@ -60,7 +63,15 @@ func profilesRateCommand() *cli.Command {
 			}
 			jobType, err := jobproto.NewModelResolver(thr.JobTypes(), nil).Resolve(c.String("model"))
 			if err != nil {
-				return err
+				// hadar-slurmd plans a model no matrix knows with the
+				// cross-model prior, as a job type of its own name.
+				if !c.Bool("prior") || errors.Is(err, jobproto.ErrAmbiguousModel) {
+					return err
+				}
+				if jobType = jobproto.Clip(strings.TrimSpace(c.String("model"))); jobType == "" {
+					return err
+				}
+				fmt.Fprintf(c.App.ErrWriter, "%v: the cross-model prior, as hadar-slurmd plans it until its progress is learned\n", err)
 			}
 			r := thr.Rate(jobType, gpuType, c.Int("workers"))
 			if _, measured := thr[jobType][gpuType][c.Int("workers")]; !measured && c.Bool("prior") {
