@@ -244,3 +244,47 @@ func TestRunningJobsNodeStaysInTheRound(t *testing.T) {
 		t.Error("AvailableCPUs says none left on a node with a running hadar job")
 	}
 }
+
+// TestPriorOnlyModelPlannedByTime: a model no matrix knows runs on the
+// cross-model prior, whose steps/s are another model's; its steps= then
+// says nothing of its length, so its --time (else default_duration) on its
+// fastest type sets the work, with the share of its steps it has done
+// carried over. A model the matrix knows keeps its steps.
+func TestPriorOnlyModelPlannedByTime(t *testing.T) {
+	tp := testMatrix()
+	prior := map[string]map[int]float64{"v100": {1: 30}, "k80": {1: 10}}
+	view := func(jobs ...slurm.Job) *View {
+		return BuildView(ViewInput{Now: t0, Jobs: jobs, Nodes: []slurm.Node{sNode("v1", "v100", 4, 0), sNode("k1", "k80", 4, 0)},
+			ResolveGPU: func(s string) (string, error) { return s, nil },
+			Models:     jobproto.NewModelResolver(tp.JobTypes(), nil), Throughput: tp,
+			PriorFor:   func(string) map[string]map[int]float64 { return prior }})
+	}
+	withLimit := sJob("1", "hadar model=new-llm steps=700", "PD", 1, 1)
+	noLimit := sJob("2", "hadar model=new-llm steps=700", "R", 1, 1, "v1")
+	known := sJob("3", "hadar model=m steps=700", "PD", 1, 1)
+	v := view(withLimit, noLimit, known)
+	for _, id := range []string{"1", "2"} {
+		if jv := v.Job(id); jv == nil || !jv.PriorOnly || jv.Model != "new-llm" {
+			t.Fatalf("job %s: %+v, want planned with the prior as new-llm", id, jv)
+		}
+	}
+	if v.Job("3").PriorOnly {
+		t.Fatal("job 3 (a model of the matrix) marked prior-only")
+	}
+	// A job's --time comes from scontrol's record, not read here.
+	v.Job("1").TimeLimit = 2 * time.Hour
+	progress := map[string]JobProgress{"2": {Done: 175}}
+	snap := BuildSnapshot(v, tp, progress, SnapshotParams{Round: time.Minute, DefaultDuration: time.Hour})
+	got := map[string][2]float64{}
+	for _, j := range snap.Jobs {
+		got[j.ID] = [2]float64{j.TotalSteps, j.RemainingSteps}
+	}
+	want := map[string][2]float64{
+		"1": {30 * 7200, 30 * 7200},            // 2 h at the prior's 30 steps/s on v100
+		"2": {30 * 3600, 30 * 3600 * 525 / 700}, // default_duration, a quarter done
+		"3": {700, 700},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("total and remaining steps (-want +got):\n%s", diff)
+	}
+}

@@ -114,6 +114,11 @@ type JobView struct {
 	GresSite string
 	// TimeLimit is the job's --time as scontrol shows it (0: unknown).
 	TimeLimit time.Duration
+	// PriorOnly: its model is one no matrix knows and nothing was learned
+	// of yet, so it is planned with the cross-model prior, whose ratios
+	// between GPU types are an estimate but whose steps/s are the median
+	// model's, not this one's (BuildSnapshot plans its duration by time).
+	PriorOnly bool
 	// AdminComment is the job's admin comment when scontrol's record was
 	// read (AdminCommentKnown), so that the round updates it only when its
 	// text changes.
@@ -607,6 +612,7 @@ func (v *View) classifyTagged(j *slurm.Job, d *slurm.JobDetail, jv *JobView, in 
 			// A model no matrix knows: a job type of its own, on the
 			// prior's rates, learned from its progress.
 			jt = jobproto.Clip(strings.TrimSpace(model))
+			jv.PriorOnly = true
 			if _, known := in.Throughput[jt]; !known {
 				for gt, byW := range in.PriorFor(jt) {
 					for w, r := range byW {
