@@ -257,7 +257,7 @@ func TestPriorOnlyModelPlannedByTime(t *testing.T) {
 		return BuildView(ViewInput{Now: t0, Jobs: jobs, Nodes: []slurm.Node{sNode("v1", "v100", 4, 0), sNode("k1", "k80", 4, 0)},
 			ResolveGPU: func(s string) (string, error) { return s, nil },
 			Models:     jobproto.NewModelResolver(tp.JobTypes(), nil), Throughput: tp,
-			PriorFor:   func(string) map[string]map[int]float64 { return prior }})
+			PriorFor: func(string) map[string]map[int]float64 { return prior }})
 	}
 	withLimit := sJob("1", "hadar model=new-llm steps=700", "PD", 1, 1)
 	noLimit := sJob("2", "hadar model=new-llm steps=700", "R", 1, 1, "v1")
@@ -280,7 +280,7 @@ func TestPriorOnlyModelPlannedByTime(t *testing.T) {
 		got[j.ID] = [2]float64{j.TotalSteps, j.RemainingSteps}
 	}
 	want := map[string][2]float64{
-		"1": {30 * 7200, 30 * 7200},            // 2 h at the prior's 30 steps/s on v100
+		"1": {30 * 7200, 30 * 7200},             // 2 h at the prior's 30 steps/s on v100
 		"2": {30 * 3600, 30 * 3600 * 525 / 700}, // default_duration, a quarter done
 		"3": {700, 700},
 	}
