@@ -222,7 +222,7 @@ func (jobArrays) snapshotJobs(v *View, tp optimizer.Throughputs, progress map[st
 		if total <= 0 {
 			total = tp.BestRate(g.Model, g.GPUsPerNode, capacity) * p.DefaultDuration.Seconds()
 		}
-		remaining := max(total-pr.Done, 0.05*total)
+		remaining := optimizer.RemainingEstimate(total, pr.Done)
 		weight := g.Tag.Weight
 		if weight <= 0 {
 			weight = 1

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -568,5 +569,25 @@ func TestFailOpenCopies(t *testing.T) {
 	got := hadarE.failOpen(jobs, ids)
 	if strings.Join(got, " ") != "40_0 42_0 42_1 43" {
 		t.Errorf("released %v", got)
+	}
+}
+
+// TestCopiesJobPastItsEstimate: a copies job that has done more than its
+// steps= is taken to need as much again as it has overrun, as an ordinary
+// job is (optimizer.RemainingEstimate), not 5% of its steps round after
+// round.
+func TestCopiesJobPastItsEstimate(t *testing.T) {
+	jobs := []slurm.Job{aTask("40", 0, copiesTag, "PD", 1, ""), aTask("40", 1, copiesTag, "R", 1, "v1")}
+	v := testView(jobs, copiesNodes(), nil)
+	for _, tc := range []struct {
+		done, want float64
+	}{{9000, 27000}, {36000 * 1.5, 18000}, {36000 * 1.01, 1800}} {
+		snap := BuildSnapshot(v, testMatrix(), map[string]JobProgress{"40": {Done: tc.done}}, SnapshotParams{Round: time.Minute, DefaultDuration: time.Hour})
+		if len(snap.Jobs) != 1 || snap.Jobs[0].ID != "40" {
+			t.Fatalf("snapshot jobs %+v", snap.Jobs)
+		}
+		if got := snap.Jobs[0].RemainingSteps; math.Abs(got-tc.want) > 1e-6 {
+			t.Errorf("done %v of 36000: remaining %v, want %v", tc.done, got, tc.want)
+		}
 	}
 }

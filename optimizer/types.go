@@ -122,8 +122,8 @@ type Task struct {
 // estimate. Job lengths are heavy-tailed, so a job that has outrun its
 // estimate is likely to run on; a fixed floor made it look about to finish
 // round after round, and so neither critical nor worth a faster type. The
-// daemon (bridge.BuildSnapshot) and the simulator's noisy estimates
-// (sim.Config.StepNoise) both use it.
+// daemon (bridge.BuildSnapshot, for ordinary and copies jobs) and the
+// simulator's noisy estimates (sim.Config.StepNoise) all use it.
 func RemainingEstimate(est, done float64) float64 {
 	return math.Max(est-done, math.Max(0.05*est, done-est))
 }
