@@ -611,7 +611,7 @@ func (v *View) classifyTagged(j *slurm.Job, d *slurm.JobDetail, jv *JobView, in 
 		case in.PriorFor != nil && model != "" && !errors.Is(err, jobproto.ErrAmbiguousModel):
 			// A model no matrix knows: a job type of its own, on the
 			// prior's rates, learned from its progress.
-			jt = jobproto.Clip(strings.TrimSpace(model))
+			jt = jobproto.UnknownModelType(model)
 			jv.PriorOnly = true
 			if _, known := in.Throughput[jt]; !known {
 				for gt, byW := range in.PriorFor(jt) {

@@ -111,3 +111,10 @@ func (r *ModelResolver) Resolve(model string) (string, error) {
 	}
 	return "", fmt.Errorf("unknown model %q (did you mean %s%s?)", Clip(model), strings.Join(near, "; "), more)
 }
+
+// UnknownModelType is the job type hadar-slurmd gives a model no matrix
+// knows (planned with the cross-model prior, then learned under that
+// name): the model as written, trimmed and clipped; "" if nothing is left.
+func UnknownModelType(model string) string {
+	return Clip(strings.TrimSpace(model))
+}

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -68,7 +67,7 @@ func profilesRateCommand() *cli.Command {
 				if !c.Bool("prior") || errors.Is(err, jobproto.ErrAmbiguousModel) {
 					return err
 				}
-				if jobType = jobproto.Clip(strings.TrimSpace(c.String("model"))); jobType == "" {
+				if jobType = jobproto.UnknownModelType(c.String("model")); jobType == "" {
 					return err
 				}
 				fmt.Fprintf(c.App.ErrWriter, "%v: the cross-model prior, as hadar-slurmd plans it until its progress is learned\n", err)
