@@ -49,20 +49,25 @@ func BuildSnapshot(v *View, tp optimizer.Throughputs, progress map[string]JobPro
 			continue // copies enter as their job, below
 		}
 		pr := progress[jv.ID]
+		// Without steps=, the job's --time or default_duration on its
+		// fastest type is its work.
+		byTime := func() float64 {
+			return tp.BestRate(jv.Model, jv.Workers, capacity) * estimatedDuration(jv, p.DefaultDuration).Seconds()
+		}
 		total := jv.Tag.Steps
 		if total <= 0 {
-			total = tp.BestRate(jv.Model, jv.Workers, capacity) * estimatedDuration(jv, p.DefaultDuration).Seconds()
+			total = byTime()
 		}
 		remaining := optimizer.RemainingEstimate(total, pr.Done)
 		if jv.PriorOnly && jv.Tag.Steps > 0 {
 			// The prior's steps/s are another model's: steps= over them
 			// says nothing of how long the job runs (a 700-step job of a
 			// 30x slower model looked like 6 s of work, so starting it on
-			// a 4x slower type cost nothing in the plan). Its --time or
-			// default_duration does, until its first progress is learned;
-			// the part of its steps it has done carries over.
+			// a 4x slower type cost nothing in the plan). Its time does,
+			// until its first progress is learned; the part of its steps
+			// it has done carries over.
 			left := remaining / total
-			total = tp.BestRate(jv.Model, jv.Workers, capacity) * estimatedDuration(jv, p.DefaultDuration).Seconds()
+			total = byTime()
 			remaining = total * left
 		}
 		weight := jv.Tag.Weight
