@@ -61,7 +61,7 @@ func simulateCommand() *cli.Command {
 			&cli.BoolFlag{Name: "prior", Usage: "fill the cells --throughputs lacks on the --cluster types with the prior (docs/prior.md), so a type no matrix measured (l40s, b200, ...) runs jobs at its predicted rates; with --truth, fills the truth's missing cells (the plan is always filled)"},
 			&cli.StringFlag{Name: "truth", Usage: "the matrix `NAME|FILE` jobs progress at, while the policies plan with --throughputs, the prior, and what they learn (default: --throughputs, planned with as it is)"},
 			&cli.StringFlag{Name: "forget", Usage: "drop these GPU `TYPES` (comma-separated) from --throughputs before planning, as if no one had measured them: with --truth, the learning experiment of docs/learning.md"},
-			&cli.Float64Flag{Name: "explore", Value: 0, Usage: "with --truth or --noise-rate: plan each cell no job has run on yet (the prior's, and the imported matrix's) at (1+`B`) times its value, so the policy tries types that may be faster"},
+			&cli.Float64Flag{Name: "explore", Value: 0, DefaultText: "the --config file's explore, else 0", Usage: "with --truth or --noise-rate: plan each cell no job has run on yet (the prior's, and the imported matrix's) at (1+`B`) times its value, so the policy tries types that may be faster"},
 			&cli.BoolFlag{Name: "no-learning", Usage: "with --truth: plan with --throughputs and the prior throughout, learning nothing"},
 			&cli.StringFlag{Name: "cluster", Value: "v100=36,p100=36,k80=36", Usage: "GPUs per type, TYPE=N,..."},
 			&cli.IntFlag{Name: "gpus-per-node", Value: 4, Usage: "GPUs per simulated node (one GPU type per node)"},
@@ -178,6 +178,9 @@ func runSimulate(c *cli.Context) error {
 		opts.Hadar, opts.Tiresias = po.Hadar, po.Tiresias
 		if !c.IsSet("copy-efficiency") {
 			opts.CopyEfficiency = po.CopyEfficiency // the daemon's, as every knob of the file
+		}
+		if learn != nil && !c.IsSet("explore") {
+			learn.Explore = cfg.Explore // the daemon plans unconfirmed cells with it too
 		}
 	}
 	var rules sim.Rules

@@ -196,6 +196,27 @@ func TestSimulateConfigKnobs(t *testing.T) {
 	}
 }
 
+// TestSimulateConfigExplore: the --config file's explore plans the fast
+// path's unconfirmed cells as the daemon does, as --explore would, and the
+// flag overrides it.
+func TestSimulateConfigExplore(t *testing.T) {
+	args := []string{"--throughputs", "lambda", "--truth", "gavel", "--cluster", "v100=8,p100=8,k80=8", "--policies", "hadar"}
+	none := runSimulateCLI(t, args...).Policies["hadar"]
+	flag := runSimulateCLI(t, append(args, "--explore", "0.5")...).Policies["hadar"]
+	conf := writeSimConfig(t, "explore = 0.5\n")
+	file := runSimulateCLI(t, append(args, "--config", conf)...).Policies["hadar"]
+	over := runSimulateCLI(t, append(args, "--config", conf, "--explore", "0")...).Policies["hadar"]
+	if flag.AvgJCTS == none.AvgJCTS && flag.MakespanS == none.MakespanS {
+		t.Fatalf("--explore 0.5 changed nothing on this trace: %+v", flag)
+	}
+	if file.AvgJCTS != flag.AvgJCTS || file.MakespanS != flag.MakespanS {
+		t.Errorf("explore = 0.5 in --config: avg JCT %v, makespan %v; --explore 0.5: %v, %v", file.AvgJCTS, file.MakespanS, flag.AvgJCTS, flag.MakespanS)
+	}
+	if over.AvgJCTS != none.AvgJCTS || over.MakespanS != none.MakespanS {
+		t.Errorf("--explore 0 over the file's 0.5: avg JCT %v, makespan %v; without exploring: %v, %v", over.AvgJCTS, over.MakespanS, none.AvgJCTS, none.MakespanS)
+	}
+}
+
 // TestSimulateDaemonRules: --daemon-rules plans under the daemon's rules,
 // read from --config: without preemption (the daemon's default) LAS cannot
 // stop the job it started, with preemption it time-shares again, and
