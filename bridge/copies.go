@@ -156,6 +156,10 @@ func (jobArrays) group(v *View) {
 			GPUsPerNode: g.GPUsPerNode, Workers: g.GPUsPerNode, Submit: g.Submit, State: "PENDING", Class: ClassWaiting}
 		for _, t := range g.Tasks {
 			t.CopyOf = g.ID
+			// A copy's --time is the job's estimate, as an ordinary job's;
+			// its model is the group's, prior-only in every task or none.
+			job.TimeLimit = max(job.TimeLimit, t.TimeLimit)
+			job.PriorOnly = job.PriorOnly || t.PriorOnly
 			if t.Class == ClassRunning || (t.Class == ClassPinned && t.State == "RUNNING") {
 				job.Class, job.State = ClassRunning, "RUNNING"
 				job.Nodes = append(job.Nodes, t.Nodes...)
@@ -218,11 +222,7 @@ func (jobArrays) snapshotJobs(v *View, tp optimizer.Throughputs, progress map[st
 			continue
 		}
 		pr := progress[g.ID]
-		total := g.Tag.Steps
-		if total <= 0 {
-			total = tp.BestRate(g.Model, g.GPUsPerNode, capacity) * p.DefaultDuration.Seconds()
-		}
-		remaining := optimizer.RemainingEstimate(total, pr.Done)
+		total, remaining := plannedWork(g.Job, pr.Done, tp, capacity, p.DefaultDuration)
 		weight := g.Tag.Weight
 		if weight <= 0 {
 			weight = 1

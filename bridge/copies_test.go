@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/hadar-sched/hadar/config"
 	"github.com/hadar-sched/hadar/jobproto"
 	"github.com/hadar-sched/hadar/optimizer"
@@ -589,5 +591,43 @@ func TestCopiesJobPastItsEstimate(t *testing.T) {
 		if got := snap.Jobs[0].RemainingSteps; math.Abs(got-tc.want) > 1e-6 {
 			t.Errorf("done %v of 36000: remaining %v, want %v", tc.done, got, tc.want)
 		}
+	}
+}
+
+// TestCopiesJobPlannedByTime: a copies job's work comes from the same rule
+// as an ordinary job's: without steps= its copies' --time (not only
+// default_duration), and for a model no matrix knows its --time even with
+// steps= (the prior's steps/s are another model's), until it is learned.
+func TestCopiesJobPlannedByTime(t *testing.T) {
+	tp := testMatrix()
+	prior := map[string]map[int]float64{"v100": {1: 30}, "k80": {1: 10}}
+	jobs := []slurm.Job{
+		aTask("50", 0, "hadar model=m copies=2", "PD", 1, ""), aTask("50", 1, "hadar model=m copies=2", "PD", 1, ""),
+		aTask("60", 0, "hadar model=new-llm steps=700 copies=2", "PD", 1, ""), aTask("60", 1, "hadar model=new-llm steps=700 copies=2", "PD", 1, ""),
+		aTask("70", 0, "hadar model=m steps=700 copies=2", "PD", 1, ""), aTask("70", 1, "hadar model=m steps=700 copies=2", "PD", 1, ""),
+	}
+	details := map[string]slurm.JobDetail{}
+	for _, j := range jobs {
+		details[j.ID()] = slurm.JobDetail{JobID: j.ID(), TimeLimit: 2 * time.Hour}
+	}
+	v := BuildView(ViewInput{Now: t0, Jobs: jobs, Nodes: copiesNodes(), Details: details,
+		ResolveGPU: func(s string) (string, error) { return s, nil },
+		Models:     jobproto.NewModelResolver(tp.JobTypes(), nil), Throughput: tp,
+		PriorFor:   func(string) map[string]map[int]float64 { return prior }})
+	if len(v.Groups) != 3 {
+		t.Fatalf("groups %+v, want 3 copies jobs", v.Groups)
+	}
+	snap := BuildSnapshot(v, tp, map[string]JobProgress{"60": {Done: 175}}, SnapshotParams{Round: time.Minute, DefaultDuration: time.Hour})
+	got := map[string][2]float64{}
+	for _, j := range snap.Jobs {
+		got[j.ID] = [2]float64{j.TotalSteps, j.RemainingSteps}
+	}
+	want := map[string][2]float64{
+		"50": {3 * 7200, 3 * 7200},               // 2 h at m's 3 steps/s on v100
+		"60": {30 * 7200, 30 * 7200 * 525 / 700}, // 2 h at the prior's 30 steps/s, a quarter done
+		"70": {700, 700},                         // a known model: its steps=
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("total and remaining steps (-want +got):\n%s", diff)
 	}
 }

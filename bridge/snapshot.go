@@ -49,27 +49,7 @@ func BuildSnapshot(v *View, tp optimizer.Throughputs, progress map[string]JobPro
 			continue // copies enter as their job, below
 		}
 		pr := progress[jv.ID]
-		// Without steps=, the job's --time or default_duration on its
-		// fastest type is its work.
-		byTime := func() float64 {
-			return tp.BestRate(jv.Model, jv.Workers, capacity) * estimatedDuration(jv, p.DefaultDuration).Seconds()
-		}
-		total := jv.Tag.Steps
-		if total <= 0 {
-			total = byTime()
-		}
-		remaining := optimizer.RemainingEstimate(total, pr.Done)
-		if jv.PriorOnly && jv.Tag.Steps > 0 {
-			// The prior's steps/s are another model's: steps= over them
-			// says nothing of how long the job runs (a 700-step job of a
-			// 30x slower model looked like 6 s of work, so starting it on
-			// a 4x slower type cost nothing in the plan). Its time does,
-			// until its first progress is learned; the part of its steps
-			// it has done carries over.
-			left := remaining / total
-			total = byTime()
-			remaining = total * left
-		}
+		total, remaining := plannedWork(jv, pr.Done, tp, capacity, p.DefaultDuration)
 		weight := jv.Tag.Weight
 		if weight <= 0 {
 			weight = 1
@@ -93,6 +73,32 @@ func BuildSnapshot(v *View, tp optimizer.Throughputs, progress map[string]JobPro
 	s.Jobs = append(s.Jobs, hadarE.snapshotJobs(v, tp, progress, p)...)
 	sort.SliceStable(s.Jobs, func(a, b int) bool { return s.Jobs[a].ID < s.Jobs[b].ID })
 	return s
+}
+
+// plannedWork is a job's total and remaining steps as the policy plans
+// them, done steps reported: its steps=, else its --time or
+// default_duration on its fastest type (estimatedDuration).
+func plannedWork(jv *JobView, done float64, tp optimizer.Throughputs, capacity map[string]int, fallback time.Duration) (total, remaining float64) {
+	byTime := func() float64 {
+		return tp.BestRate(jv.Model, jv.Workers, capacity) * estimatedDuration(jv, fallback).Seconds()
+	}
+	total = jv.Tag.Steps
+	if total <= 0 {
+		total = byTime()
+	}
+	remaining = optimizer.RemainingEstimate(total, done)
+	if jv.PriorOnly && jv.Tag.Steps > 0 {
+		// The prior's steps/s are another model's: steps= over them says
+		// nothing of how long the job runs (a 700-step job of a 30x slower
+		// model looked like 6 s of work, so starting it on a 4x slower type
+		// cost nothing in the plan). Its time does, until its first
+		// progress is learned; the part of its steps it has done carries
+		// over.
+		left := remaining / total
+		total = byTime()
+		remaining = total * left
+	}
+	return total, remaining
 }
 
 // maxTimeLimitEstimate: a --time longer than this is a partition's
