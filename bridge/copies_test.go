@@ -613,7 +613,7 @@ func TestCopiesJobPlannedByTime(t *testing.T) {
 	v := BuildView(ViewInput{Now: t0, Jobs: jobs, Nodes: copiesNodes(), Details: details,
 		ResolveGPU: func(s string) (string, error) { return s, nil },
 		Models:     jobproto.NewModelResolver(tp.JobTypes(), nil), Throughput: tp,
-		PriorFor:   func(string) map[string]map[int]float64 { return prior }})
+		PriorFor: func(string) map[string]map[int]float64 { return prior }})
 	if len(v.Groups) != 3 {
 		t.Fatalf("groups %+v, want 3 copies jobs", v.Groups)
 	}
