@@ -76,8 +76,9 @@ func BuildSnapshot(v *View, tp optimizer.Throughputs, progress map[string]JobPro
 }
 
 // plannedWork is a job's total and remaining steps as the policy plans
-// them, done steps reported: its steps=, else its --time or
-// default_duration on its fastest type (estimatedDuration).
+// them, given the steps it reported done: its steps=, else its --time or
+// default_duration on its fastest type (estimatedDuration). Ordinary and
+// copies jobs both take it.
 func plannedWork(jv *JobView, done float64, tp optimizer.Throughputs, capacity map[string]int, fallback time.Duration) (total, remaining float64) {
 	byTime := func() float64 {
 		return tp.BestRate(jv.Model, jv.Workers, capacity) * estimatedDuration(jv, fallback).Seconds()
