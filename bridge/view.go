@@ -117,7 +117,7 @@ type JobView struct {
 	// PriorOnly: its model is one no matrix knows and nothing was learned
 	// of yet, so it is planned with the cross-model prior, whose ratios
 	// between GPU types are an estimate but whose steps/s are the median
-	// model's, not this one's (BuildSnapshot plans its duration by time).
+	// model's, not this one's (plannedWork plans its duration by time).
 	PriorOnly bool
 	// AdminComment is the job's admin comment when scontrol's record was
 	// read (AdminCommentKnown), so that the round updates it only when its
