@@ -173,6 +173,13 @@ type HadarPolicyConfig struct {
 	// n the jobs in the round) is served before every other job, oldest
 	// first; negative: off. Default 6.
 	Starvation float64 `toml:"starvation"`
+	// FairDeadline: a long job (remaining time on its fastest type at least
+	// lead_remaining of the horizon) is critical once that time reaches
+	// this fraction of the time until it would end under fair sharing of
+	// the cluster (a virtual equal share of every GPU type since it was
+	// first seen), or once fair sharing would have ended it; negative:
+	// off. Default 0.9.
+	FairDeadline float64 `toml:"fair_deadline"`
 }
 
 // HadarEPolicyConfig is the [policies.hadare] table.
@@ -208,7 +215,7 @@ func (c Config) PolicyOptions() optimizer.Options {
 	return optimizer.Options{MigrationPenalty: c.MigrationPenalty.Duration, CopyEfficiency: copyEff,
 		Hadar: optimizer.HadarOptions{Critical: h.Critical, PriceRounds: h.PriceRounds, FluidEvery: h.FluidEvery,
 			LeadShare: h.LeadShare, MinShare: h.MinShare, ShareTie: h.ShareTie, Uncontended: h.UncontendedShare,
-			LeadRemaining: h.LeadRemaining, QuickShare: h.QuickShare, Starvation: h.Starvation},
+			LeadRemaining: h.LeadRemaining, QuickShare: h.QuickShare, Starvation: h.Starvation, FairDeadline: h.FairDeadline},
 		Tiresias: optimizer.TiresiasOptions{Thresholds: append([]float64(nil), ti.Thresholds...), PromoteKnob: ti.PromoteKnob}}
 }
 
@@ -217,7 +224,7 @@ func defaultPolicies() PoliciesConfig {
 	return PoliciesConfig{
 		Hadar: HadarPolicyConfig{Critical: h.Critical, PriceRounds: h.PriceRounds, FluidEvery: h.FluidEvery,
 			LeadShare: h.LeadShare, MinShare: h.MinShare, ShareTie: h.ShareTie, UncontendedShare: h.Uncontended,
-			LeadRemaining: h.LeadRemaining, QuickShare: h.QuickShare, Starvation: h.Starvation},
+			LeadRemaining: h.LeadRemaining, QuickShare: h.QuickShare, Starvation: h.Starvation, FairDeadline: h.FairDeadline},
 		HadarE:   HadarEPolicyConfig{CopyEfficiency: "1"},
 		Tiresias: TiresiasPolicyConfig{Thresholds: ti.Thresholds, PromoteKnob: ti.PromoteKnob},
 	}

@@ -34,6 +34,13 @@ import (
 //     hours behind long wide gangs on production traces); and a job whose
 //     age has reached Starvation times its fair-share time goes before
 //     everyone (the starvation bound).
+//   - Fair deadlines. The horizon rule trusts the estimates: a long job
+//     whose steps are underestimated is never critical and can wait until
+//     it alone sets the makespan. Hadar therefore also keeps a virtual
+//     fair-sharing system (every job on an equal share of every type since
+//     it was first seen, as Friedman and Henderson's fair sojourn protocol
+//     does); a long job becomes critical when it has fallen behind it
+//     (FairDeadline).
 //   - Space. A job runs on its preferred type when that type has room for its
 //     gang; GPUs still free after that go to the next jobs in priority order
 //     on any type, and a gang that fits on no single type spans types
@@ -57,11 +64,17 @@ type Hadar struct {
 	// off here).
 	LeadShare, MinShare, ShareTie, Uncontended float64
 	LeadRemaining, QuickShare, Starvation      float64
+	// FairDeadline: see HadarOptions (0: off).
+	FairDeadline float64
 
 	// prices are the last round's balanced prices, the next round's start.
 	prices map[string]float64
 	// fluid is the last solve of the fluid LP.
 	fluid fluidPlan
+	// fairDone is each job's fraction done in the virtual fair-sharing
+	// system as of fairAt (fairDeadlines).
+	fairDone map[string]float64
+	fairAt   time.Time
 }
 
 // fluidPlan is a solution of the fluid min-makespan LP: the fraction of the
@@ -84,7 +97,8 @@ func NewHadar(o Options) *Hadar {
 	h := o.Hadar.withDefaults()
 	return &Hadar{Critical: h.Critical, MigrationPenalty: o.MigrationPenalty.Seconds(), PriceRounds: h.PriceRounds, FluidEvery: h.FluidEvery,
 		LeadShare: h.LeadShare, MinShare: h.MinShare, ShareTie: h.ShareTie, Uncontended: h.Uncontended,
-		LeadRemaining: h.LeadRemaining, QuickShare: h.QuickShare, Starvation: h.Starvation}
+		LeadRemaining: h.LeadRemaining, QuickShare: h.QuickShare, Starvation: h.Starvation,
+		FairDeadline: h.FairDeadline}
 }
 
 // Name implements Policy.
@@ -129,6 +143,9 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 	}
 	p.orderPrefs(hj, prices, horizon, totalGPUs(capacity))
 	p.markCritical(hj, types, capacity, horizon, fluid != nil)
+	if p.FairDeadline > 0 {
+		p.fairDeadlines(s, hj, types, capacity, horizon)
+	}
 	for _, h := range hj {
 		h.quick = !h.critical && h.fastest <= p.QuickShare*horizon
 		h.starving = p.Starvation > 0 && s.Elapsed(h.Job) >= p.Starvation*fairShareTime(h, types, capacity, len(hj))
@@ -239,6 +256,50 @@ func (p *Hadar) orderPrefs(hj []*hadarJob, prices []float64, horizon float64, to
 		})
 		h.remaining = h.RemainingSteps / h.rate[h.prefs[0]]
 		h.critical = h.fastest >= p.Critical*horizon
+	}
+}
+
+// fairDeadlines marks critical the long jobs that have fallen behind fair
+// sharing. A virtual processor-sharing system runs beside the real one:
+// every job of the round progresses at its fair-share rate (its steps on
+// an equal 1/n share of every GPU type, fairShareTime), whatever it really
+// runs on, and keeps that progress from round to round. From there the
+// jobs end in the order of their fair-share time left, each ending job
+// speeding up the others (n/k times faster while k remain). A long job is
+// critical when its time on its fastest type reaches FairDeadline of the
+// time to its virtual end, or when that end has passed.
+func (p *Hadar) fairDeadlines(s *Snapshot, hj []*hadarJob, types []string, capacity map[string]int, horizon float64) {
+	n := len(hj)
+	dt := 0.0
+	if s.Now.After(p.fairAt) && !p.fairAt.IsZero() {
+		dt = s.Now.Sub(p.fairAt).Seconds()
+	}
+	p.fairAt = s.Now
+	type virtual struct {
+		h    *hadarJob
+		left float64 // fair-share time left at this round's share
+	}
+	jobs := make([]virtual, 0, n)
+	done := make(map[string]float64, n)
+	for _, h := range hj {
+		rate := h.TotalSteps / fairShareTime(h, types, capacity, n)
+		if !(rate > 0) || h.TotalSteps <= 0 {
+			continue
+		}
+		f := p.fairDone[h.ID] + dt*rate/h.TotalSteps
+		done[h.ID] = f
+		jobs = append(jobs, virtual{h, math.Max(1-f, 0) * h.TotalSteps / rate})
+	}
+	p.fairDone = done // jobs that left are dropped
+	stableSort(jobs, func(a, b virtual) bool { return a.left < b.left })
+	end, prev := 0.0, 0.0
+	for i, v := range jobs {
+		end += (v.left - prev) * float64(n-i) / float64(n)
+		prev = v.left
+		if v.h.critical || v.h.fastest < p.LeadRemaining*horizon {
+			continue
+		}
+		v.h.critical = v.left <= 0 || v.h.fastest >= p.FairDeadline*math.Max(end, v.h.fastest)
 	}
 }
 

@@ -352,6 +352,61 @@ func TestHadarQuickAndStarvation(t *testing.T) {
 	}
 }
 
+// TestHadarFairDeadline: a long job that the horizon rule leaves waiting
+// becomes critical once it has fallen behind fair sharing. One 4-GPU v100
+// node: a 4-GPU gang of 30 h and four 1-GPU jobs of 20 h (horizon 50 h:
+// the gang is long, at least half of it, but not critical, under 0.9 of
+// it). Shortest remaining area first runs the four small jobs. Planned
+// again 40 h later with the same work left, the small jobs would have
+// ended under fair sharing (25 h each on 4/5 of a GPU) and the gang, on a
+// fifth of the node, has 110 h of fair-share time left, which the four
+// ended jobs leave it alone for: 22 h to its fair end, under its 30 h.
+func TestHadarFairDeadline(t *testing.T) {
+	const hour = 3600.0
+	snap := func(now time.Time) *Snapshot {
+		b := newSnapshot().node("v", "v100", 4).job("gang", 4, 30*hour, map[string]float64{"v100": 1})
+		for _, id := range []string{"a", "b", "c", "d"} {
+			b.job(id, 1, 20*hour, map[string]float64{"v100": 1})
+		}
+		b.s.Now = now
+		return b.s
+	}
+	small := map[string]string{"a": "[v100:1]", "b": "[v100:1]", "c": "[v100:1]", "d": "[v100:1]"}
+	tests := []struct {
+		name        string
+		opts        HadarOptions
+		first, then map[string]string
+	}{
+		{name: "behind fair sharing: critical", first: small, then: map[string]string{"gang": "[v100:4]"}},
+		{name: "fair deadline off", opts: HadarOptions{FairDeadline: -1}, first: small, then: small},
+		{name: "not long enough (lead_remaining 0.7 of the horizon)", opts: HadarOptions{LeadRemaining: 0.7}, first: small, then: small},
+		{name: "a lower fraction: critical at once", opts: HadarOptions{FairDeadline: 0.5}, first: map[string]string{"gang": "[v100:4]"}, then: map[string]string{"gang": "[v100:4]"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := tc.opts
+			opts.FluidEvery = -1 // prices only: the horizon above is exact
+			policy := NewHadar(Options{Hadar: opts})
+			for i, round := range []struct {
+				at   time.Time
+				want map[string]string
+			}{{t0, tc.first}, {t0.Add(40 * time.Hour), tc.then}} {
+				s := snap(round.at)
+				plan, err := policy.Plan(s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := Check(s, plan); err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(round.want, placedTypes(plan)); diff != "" {
+					t.Errorf("round %d: placement (-want +got):\n%s", i+1, diff)
+				}
+			}
+		})
+	}
+}
+
 // TestHadarBefore is Hadar's priority order on hand-made jobs.
 func TestHadarBefore(t *testing.T) {
 	job := func(id string, workers int, remaining float64, arrival time.Duration, critical, quick, starving bool) *hadarJob {

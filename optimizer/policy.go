@@ -68,12 +68,20 @@ type HadarOptions struct {
 	// the jobs in the round) is served before every other job, oldest
 	// first, on any type with room. Negative: off.
 	Starvation float64
+	// FairDeadline: a long job (remaining time on its fastest type at least
+	// LeadRemaining of the horizon) is critical once that time reaches this
+	// fraction of the time until it would end under fair sharing, or once
+	// fair sharing would have ended it: a long job that has fallen behind
+	// its fair share (an underestimated one the horizon rule never flags,
+	// a gang left alone at the end) is not left to set the makespan.
+	// Negative: off.
+	FairDeadline float64
 }
 
 // DefaultHadarOptions are hadar's defaults, measured in docs/results.md.
 func DefaultHadarOptions() HadarOptions {
 	return HadarOptions{Critical: 0.9, PriceRounds: 60, FluidEvery: 10, LeadShare: 0.3, MinShare: 0.05, ShareTie: 0.02, Uncontended: 0.9,
-		LeadRemaining: 0.5, QuickShare: 0.05, Starvation: 6}
+		LeadRemaining: 0.5, QuickShare: 0.05, Starvation: 6, FairDeadline: 0.9}
 }
 
 // withDefaults fills zero fields.
@@ -96,7 +104,7 @@ func (o HadarOptions) withDefaults() HadarOptions {
 	for _, f := range []struct {
 		v *float64
 		d float64
-	}{{&o.LeadRemaining, d.LeadRemaining}, {&o.QuickShare, d.QuickShare}, {&o.Starvation, d.Starvation}} {
+	}{{&o.LeadRemaining, d.LeadRemaining}, {&o.QuickShare, d.QuickShare}, {&o.Starvation, d.Starvation}, {&o.FairDeadline, d.FairDeadline}} {
 		switch {
 		case *f.v == 0:
 			*f.v = f.d
@@ -132,7 +140,7 @@ func (o HadarOptions) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    float64
-	}{{"lead_remaining", o.LeadRemaining}, {"quick_share", o.QuickShare}} {
+	}{{"lead_remaining", o.LeadRemaining}, {"quick_share", o.QuickShare}, {"fair_deadline", o.FairDeadline}} {
 		if f.v > 1 {
 			return fmt.Errorf("%s = %g: want a fraction in (0, 1], or negative for off", f.name, f.v)
 		}

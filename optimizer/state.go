@@ -55,17 +55,22 @@ func LoadState(p Policy, b []byte) error {
 }
 
 // hadarState is Hadar's bookkeeping: the last balanced prices (the next
-// round's start) and the last fluid plan with its age.
+// round's start), the last fluid plan with its age, and the jobs' progress
+// in the virtual fair-sharing system (fairDeadlines).
 type hadarState struct {
 	Prices map[string]float64            `json:"prices,omitempty"`
 	Share  map[string]map[string]float64 `json:"fluid_share,omitempty"`
 	End    time.Time                     `json:"fluid_end"`
 	Age    int                           `json:"fluid_age"`
+	// FairDone is each job's fraction done under fair sharing as of FairAt.
+	FairDone map[string]float64 `json:"fair_done,omitempty"`
+	FairAt   time.Time          `json:"fair_at"`
 }
 
 // SaveState implements StatefulPolicy.
 func (p *Hadar) SaveState() ([]byte, error) {
-	return json.Marshal(hadarState{Prices: p.prices, Share: p.fluid.share, End: p.fluid.end, Age: p.fluid.age})
+	return json.Marshal(hadarState{Prices: p.prices, Share: p.fluid.share, End: p.fluid.end, Age: p.fluid.age,
+		FairDone: p.fairDone, FairAt: p.fairAt})
 }
 
 // LoadState implements StatefulPolicy.
@@ -76,6 +81,7 @@ func (p *Hadar) LoadState(b []byte) error {
 	}
 	p.prices = st.Prices
 	p.fluid = fluidPlan{share: st.Share, end: st.End, age: st.Age}
+	p.fairDone, p.fairAt = st.FairDone, st.FairAt
 	return nil
 }
 
