@@ -252,3 +252,32 @@ func TestSimulateDaemonRules(t *testing.T) {
 		t.Errorf("--daemon --daemon-rules: got %v, want an error that says the flag is for the fast path", err)
 	}
 }
+
+// TestSimulateModernClusterEveryTypeBusy is issue 12's first acceptance
+// line, through the CLI as docs/learning.md runs it: on a static 200-job
+// multi-GPU lambda trace (the command's own draw, seed 0, and seed 2, whose
+// tail left the V100s idle before Hadar's fair deadlines) on
+// h100=8,a100=8,a10=8,v100=8, every GPU type is at least 0.85 busy under
+// hadar, and its makespan and average JCT are no worse than gavel's.
+func TestSimulateModernClusterEveryTypeBusy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates two 200-job traces")
+	}
+	for _, seed := range []string{"0", "2"} {
+		trace := filepath.Join(t.TempDir(), "t.trace")
+		if out, err := runHadar(t, "trace", "generate", "--throughputs", "lambda", "--reference-type", "a100", "--multi-gpu",
+			"--jobs", "200", "--seed", seed, "--out", trace); err != nil {
+			t.Fatalf("trace generate: %v\n%s", err, out)
+		}
+		res := runSimulateCLI(t, "--throughputs", "lambda", "--cluster", "h100=8,a100=8,a10=8,v100=8", "--trace", trace, "--policies", "hadar,gavel")
+		h, g := res.Policies["hadar"], res.Policies["gavel"]
+		for _, gt := range []string{"h100", "a100", "a10", "v100"} {
+			if u := h.TypeUtilization[gt]; u < 0.85 {
+				t.Errorf("seed %s: %s utilization %.3f, want at least 0.85 (all: %v)", seed, gt, u, h.TypeUtilization)
+			}
+		}
+		if h.MakespanS > g.MakespanS || h.AvgJCTS > g.AvgJCTS {
+			t.Errorf("seed %s: hadar makespan %.1f h, avg JCT %.2f h; gavel %.1f h, %.2f h", seed, h.MakespanS/3600, h.AvgJCTS/3600, g.MakespanS/3600, g.AvgJCTS/3600)
+		}
+	}
+}
