@@ -116,6 +116,7 @@ type hadarJob struct {
 	prefs     []int   // type indices, cheapest per unit of work first
 	remaining float64 // seconds left on the preferred type
 	fastest   float64 // seconds left on the fastest type
+	fairTime  float64 // all its steps on an equal share of every type (fairShareTime)
 	critical  bool
 	quick     bool // short against the horizon: served before critical jobs
 	starving  bool // past its starvation bound: served first
@@ -139,16 +140,17 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 	}
 	for _, h := range hj {
 		h.fastest = h.RemainingSteps / h.bestRate()
+		h.fairTime = fairShareTime(h, types, capacity, len(hj))
 		horizon = math.Max(horizon, h.fastest)
 	}
 	p.orderPrefs(hj, prices, horizon, totalGPUs(capacity))
 	p.markCritical(hj, types, capacity, horizon, fluid != nil)
 	if p.FairDeadline > 0 {
-		p.fairDeadlines(s, hj, types, capacity, horizon)
+		p.fairDeadlines(s, hj, horizon)
 	}
 	for _, h := range hj {
 		h.quick = !h.critical && h.fastest <= p.QuickShare*horizon
-		h.starving = p.Starvation > 0 && s.Elapsed(h.Job) >= p.Starvation*fairShareTime(h, types, capacity, len(hj))
+		h.starving = p.Starvation > 0 && s.Elapsed(h.Job) >= p.Starvation*h.fairTime
 	}
 	stableSort(hj, hadarBefore)
 	return p.place(s, hj, types, fluid != nil), nil
@@ -268,7 +270,7 @@ func (p *Hadar) orderPrefs(hj []*hadarJob, prices []float64, horizon float64, to
 // speeding up the others (n/k times faster while k remain). A long job is
 // critical when its time on its fastest type reaches FairDeadline of the
 // time to its virtual end, or when that end has passed.
-func (p *Hadar) fairDeadlines(s *Snapshot, hj []*hadarJob, types []string, capacity map[string]int, horizon float64) {
+func (p *Hadar) fairDeadlines(s *Snapshot, hj []*hadarJob, horizon float64) {
 	n := len(hj)
 	dt := 0.0
 	if s.Now.After(p.fairAt) && !p.fairAt.IsZero() {
@@ -282,7 +284,7 @@ func (p *Hadar) fairDeadlines(s *Snapshot, hj []*hadarJob, types []string, capac
 	jobs := make([]virtual, 0, n)
 	done := make(map[string]float64, n)
 	for _, h := range hj {
-		rate := h.TotalSteps / fairShareTime(h, types, capacity, n)
+		rate := h.TotalSteps / h.fairTime
 		if !(rate > 0) || h.TotalSteps <= 0 {
 			continue
 		}
