@@ -605,3 +605,38 @@ func clonePlan(p *Plan) *Plan {
 	}
 	return out
 }
+
+// TestHadarDefragment: a waiting one-node gang whose type has the free GPUs
+// but not on one node (two small running jobs kept a node each) is placed
+// by moving a small job, with preemption; without it nothing moves.
+func TestHadarDefragment(t *testing.T) {
+	snap := func(noPreemption bool) *Snapshot {
+		b := newSnapshot().node("v1", "v100", 4).node("v2", "v100", 4).
+			job("a", 1, 10, map[string]float64{"v100": 1}).
+			job("b", 2, 10, map[string]float64{"v100": 1}).
+			job("gang", 4, 1000, map[string]float64{"v100": 1})
+		b.s.Jobs[0].Current = []Task{{Node: "v1", Type: "v100", GPUs: 1}}
+		b.s.Jobs[1].Current = []Task{{Node: "v2", Type: "v100", GPUs: 2}}
+		b.s.Jobs[2].Shape = Shape{Nodes: 1, GPUsPerNode: 4}
+		b.s.NoPreemption = noPreemption
+		return b.s
+	}
+	tests := []struct {
+		name         string
+		noPreemption bool
+		want         map[string]string
+	}{
+		{name: "packed around the gang", want: map[string]string{"a": "[v2:1]", "b": "[v2:2]", "gang": "[v1:4]"}},
+		{name: "no preemption: kept where they run", noPreemption: true, want: map[string]string{"a": "[v1:1]", "b": "[v2:2]"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := snap(tc.noPreemption)
+			plan := planOrFail(t, "hadar", s)
+			got := summarizePlan(plan, func(t Task) string { return fmt.Sprintf("%s:%d", t.Node, t.GPUs) })
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("placement (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -17,6 +17,7 @@ type freePool struct {
 	// shares one, as its GPUs add up.
 	slot   []int
 	free   []int
+	size   []int // GPUs per slot, free or not
 	index  map[nodeRef]int // (name, type) -> slot
 	span   map[string]nodeSpan
 	byType map[string]int
@@ -59,9 +60,11 @@ func newFreePool(nodes []Node) *freePool {
 			k = len(p.free)
 			p.index[ref] = k
 			p.free = append(p.free, 0)
+			p.size = append(p.size, 0)
 		}
 		p.slot[i] = k
 		p.free[k] += n.GPUs
+		p.size[k] += n.GPUs
 		p.byType[n.Type] += n.GPUs
 		sp, ok := p.span[n.Type]
 		if !ok {
@@ -105,6 +108,15 @@ func (p *freePool) Total() int {
 func (p *freePool) freeOn(name, gpuType string) int {
 	if k, ok := p.index[nodeRef{name, gpuType}]; ok {
 		return p.free[k]
+	}
+	return 0
+}
+
+// nodeGPUs returns the GPUs of type gpuType on the named node, free or
+// not (0 for a node the pool does not hold).
+func (p *freePool) nodeGPUs(name, gpuType string) int {
+	if k, ok := p.index[nodeRef{name, gpuType}]; ok {
+		return p.size[k]
 	}
 	return 0
 }
