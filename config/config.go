@@ -174,7 +174,8 @@ type HadarPolicyConfig struct {
 	// first; negative: off. Default 6.
 	Starvation float64 `toml:"starvation"`
 	// FairDeadline: a long job (remaining time on its fastest type at least
-	// lead_remaining of the horizon) is critical once that time reaches
+	// lead_remaining of the cluster's load, the remaining work spread over
+	// every GPU) is critical once that time reaches
 	// this fraction of the time until it would end under fair sharing of
 	// the cluster (a virtual equal share of every GPU type since it was
 	// first seen), or once fair sharing would have ended it; negative:

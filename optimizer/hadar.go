@@ -128,6 +128,11 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 	capacity := s.Capacity()
 	hj := runnableJobs(s, types, capacity)
 	prices, horizon := p.balancePrices(hj, types, capacity)
+	// The balanced load (the remaining work spread over the cluster) is
+	// what the fair deadlines measure "long" against: unlike the horizon
+	// below, one job's overestimated steps cannot raise it above every
+	// other job's length.
+	load := horizon
 	fluid := p.fluidShares(s, hj, types, capacity)
 	if fluid != nil {
 		horizon = math.Max(p.fluid.end.Sub(s.Now).Seconds(), 0)
@@ -146,7 +151,7 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 	p.orderPrefs(hj, prices, horizon, totalGPUs(capacity))
 	p.markCritical(hj, types, capacity, horizon, fluid != nil)
 	if p.FairDeadline > 0 {
-		p.fairDeadlines(s, hj, horizon)
+		p.fairDeadlines(s, hj, load)
 	}
 	for _, h := range hj {
 		h.quick = !h.critical && h.fastest <= p.QuickShare*horizon
@@ -267,10 +272,11 @@ func (p *Hadar) orderPrefs(hj []*hadarJob, prices []float64, horizon float64, to
 // an equal 1/n share of every GPU type, fairShareTime), whatever it really
 // runs on, and keeps that progress from round to round. From there the
 // jobs end in the order of their fair-share time left, each ending job
-// speeding up the others (n/k times faster while k remain). A long job is
-// critical when its time on its fastest type reaches FairDeadline of the
-// time to its virtual end, or when that end has passed.
-func (p *Hadar) fairDeadlines(s *Snapshot, hj []*hadarJob, horizon float64) {
+// speeding up the others (n/k times faster while k remain). A long job
+// (time on its fastest type at least LeadRemaining of load, the balanced
+// load of the remaining work) is critical when that time reaches
+// FairDeadline of the time to its virtual end, or when that end has passed.
+func (p *Hadar) fairDeadlines(s *Snapshot, hj []*hadarJob, load float64) {
 	n := len(hj)
 	dt := 0.0
 	if s.Now.After(p.fairAt) && !p.fairAt.IsZero() {
@@ -298,7 +304,7 @@ func (p *Hadar) fairDeadlines(s *Snapshot, hj []*hadarJob, horizon float64) {
 	for i, v := range jobs {
 		end += (v.left - prev) * float64(n-i) / float64(n)
 		prev = v.left
-		if v.h.critical || v.h.fastest < p.LeadRemaining*horizon {
+		if v.h.critical || v.h.fastest < p.LeadRemaining*load {
 			continue
 		}
 		v.h.critical = v.left <= 0 || v.h.fastest >= p.FairDeadline*math.Max(end, v.h.fastest)

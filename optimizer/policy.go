@@ -69,7 +69,9 @@ type HadarOptions struct {
 	// first, on any type with room. Negative: off.
 	Starvation float64
 	// FairDeadline: a long job (remaining time on its fastest type at least
-	// LeadRemaining of the horizon) is critical once that time reaches this
+	// LeadRemaining of the cluster's load: the remaining work spread over
+	// every GPU, which one job's estimate cannot raise as it raises the
+	// horizon) is critical once that time reaches this
 	// fraction of the time until it would end under fair sharing, or once
 	// fair sharing would have ended it: a long job that has fallen behind
 	// its fair share (an underestimated one the horizon rule never flags,
