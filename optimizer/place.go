@@ -17,7 +17,7 @@ type freePool struct {
 	// shares one, as its GPUs add up.
 	slot   []int
 	free   []int
-	size   []int // GPUs per slot, free or not
+	size   []int           // GPUs per slot, free or not
 	index  map[nodeRef]int // (name, type) -> slot
 	span   map[string]nodeSpan
 	byType map[string]int
