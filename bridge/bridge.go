@@ -900,6 +900,9 @@ func (b *Bridge) ReleaseAll(ctx context.Context) ([]string, error) {
 		results = append(results, ActionResult{Action: Action{Kind: ActRelease, JobIDs: early}, Sent: early, Err: err})
 		if err == nil {
 			released = early
+			// Logged when it happens: the queue query below can take
+			// longer on a busy slurmctld than this release did.
+			b.log.Info("release all: released the jobs the last poll saw held", "jobs", len(early), "ids", early)
 		} else {
 			b.log.Warn("release all: releasing the jobs the last poll saw held failed; looking at the queue", "err", err)
 		}
@@ -926,6 +929,9 @@ func (b *Bridge) ReleaseAll(ctx context.Context) ([]string, error) {
 	b.recordReleaseAll(ctx, results)
 	if err != nil {
 		return released, fmt.Errorf("release all (%d jobs): %w", len(ids), err)
+	}
+	if len(ids) > 0 {
+		b.log.Info("release all: released the held jobs the queue showed", "jobs", len(ids), "ids", ids)
 	}
 	released = append(released, ids...)
 	sort.Strings(released)
