@@ -9,7 +9,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X main.version=$(VERSION)
 export CGO_ENABLED := 1
 
-.PHONY: all build test test-deps e2e e2e-containers docker-images docker-up docker-down unit-test bench demo demo-sim lint fmt fuzz test-reliability clean cluster-up cluster-down
+.PHONY: all build test test-go test-deps e2e e2e-containers docker-images docker-up docker-down unit-test bench demo demo-sim lint fmt fuzz test-reliability clean cluster-up cluster-down
 
 all: build
 
@@ -29,18 +29,23 @@ lint:
 	@out=$$($(GO) run $(DEADCODE) -test ./...); \
 	  if [ -n "$$out" ]; then echo "deadcode: unreachable code:"; echo "$$out"; exit 1; fi
 
-## test: installs what it needs (test-deps), then lint, unit and acceptance tests, the
-## end-to-end tests on a real Slurm 22.05 test cluster on this host (installed and
-## started by contrib/testcluster/up; needs root), the e2e suite and the cross-host
-## fault tests on the container cluster with Slurm 24.11 (e2e-containers) while every
-## fuzz target runs for FUZZ_TOTAL seconds in all (the two at once: the container tests
-## mostly wait; fuzzing runs at nice 19, which yields to the host's processes, not to the
-## containers' own cgroups; each one's output is printed whole when it ends)
-## (docs/reliability.md, docs/docker.md)
-test: test-deps lint build
-	$(GO) test -count=1 ./...
+## test: installs what it needs (test-deps), then lint, unit and acceptance tests
+## (test-go) while the container images are built (docker-images: no test of them
+## runs yet, and nothing in test-go is timed), the end-to-end tests on a real Slurm
+## 22.05 test cluster on this host (installed and started by contrib/testcluster/up;
+## needs root), the e2e suite and the cross-host fault tests on the container cluster
+## with Slurm 24.11 (e2e-containers) while every fuzz target runs for FUZZ_TOTAL seconds
+## in all (the two at once: the container tests mostly wait; fuzzing runs at nice 19,
+## which yields to the host's processes, not to the containers' own cgroups; each
+## one's output is printed whole when it ends) (docs/reliability.md, docs/docker.md)
+test: test-deps
+	$(MAKE) -j2 --output-sync=target test-go docker-images
 	$(MAKE) e2e
 	$(MAKE) -j2 --output-sync=target e2e-containers fuzz
+
+## test-go: lint, build, then every Go package's tests (no cluster needed)
+test-go: lint build
+	$(GO) test -count=1 ./...
 
 ## test-deps: apt-get install what the tests need and the machine lacks (python3-torch,
 ## python3-sklearn, slurm-wlm, munge, debootstrap) and checks that a Docker engine

@@ -181,6 +181,13 @@ type HadarPolicyConfig struct {
 	// first seen), or once fair sharing would have ended it; negative:
 	// off. Default 0.9.
 	FairDeadline float64 `toml:"fair_deadline"`
+	// Incumbency: a running job's remaining area counts this fraction less
+	// in the shortest-area order, and its remaining time this fraction
+	// more among the critical jobs and in the wide-gang rule, so that a
+	// waiting job stops it only when clearly smaller or longer (two
+	// near-equal jobs would otherwise take turns, a requeue each round);
+	// negative: off. Default 0.1.
+	Incumbency float64 `toml:"incumbency"`
 }
 
 // HadarEPolicyConfig is the [policies.hadare] table.
@@ -216,7 +223,7 @@ func (c Config) PolicyOptions() optimizer.Options {
 	return optimizer.Options{MigrationPenalty: c.MigrationPenalty.Duration, CopyEfficiency: copyEff,
 		Hadar: optimizer.HadarOptions{Critical: h.Critical, PriceRounds: h.PriceRounds, FluidEvery: h.FluidEvery,
 			LeadShare: h.LeadShare, MinShare: h.MinShare, ShareTie: h.ShareTie, Uncontended: h.UncontendedShare,
-			LeadRemaining: h.LeadRemaining, QuickShare: h.QuickShare, Starvation: h.Starvation, FairDeadline: h.FairDeadline},
+			LeadRemaining: h.LeadRemaining, QuickShare: h.QuickShare, Starvation: h.Starvation, FairDeadline: h.FairDeadline, Incumbency: h.Incumbency},
 		Tiresias: optimizer.TiresiasOptions{Thresholds: append([]float64(nil), ti.Thresholds...), PromoteKnob: ti.PromoteKnob}}
 }
 
@@ -225,7 +232,7 @@ func defaultPolicies() PoliciesConfig {
 	return PoliciesConfig{
 		Hadar: HadarPolicyConfig{Critical: h.Critical, PriceRounds: h.PriceRounds, FluidEvery: h.FluidEvery,
 			LeadShare: h.LeadShare, MinShare: h.MinShare, ShareTie: h.ShareTie, UncontendedShare: h.Uncontended,
-			LeadRemaining: h.LeadRemaining, QuickShare: h.QuickShare, Starvation: h.Starvation, FairDeadline: h.FairDeadline},
+			LeadRemaining: h.LeadRemaining, QuickShare: h.QuickShare, Starvation: h.Starvation, FairDeadline: h.FairDeadline, Incumbency: h.Incumbency},
 		HadarE:   HadarEPolicyConfig{CopyEfficiency: "1"},
 		Tiresias: TiresiasPolicyConfig{Thresholds: ti.Thresholds, PromoteKnob: ti.PromoteKnob},
 	}

@@ -64,8 +64,8 @@ type Hadar struct {
 	// off here).
 	LeadShare, MinShare, ShareTie, Uncontended float64
 	LeadRemaining, QuickShare, Starvation      float64
-	// FairDeadline: see HadarOptions (0: off).
-	FairDeadline float64
+	// FairDeadline and Incumbency: see HadarOptions (0: off).
+	FairDeadline, Incumbency float64
 
 	// prices are the last round's balanced prices, the next round's start.
 	prices map[string]float64
@@ -98,7 +98,7 @@ func NewHadar(o Options) *Hadar {
 	return &Hadar{Critical: h.Critical, MigrationPenalty: o.MigrationPenalty.Seconds(), PriceRounds: h.PriceRounds, FluidEvery: h.FluidEvery,
 		LeadShare: h.LeadShare, MinShare: h.MinShare, ShareTie: h.ShareTie, Uncontended: h.Uncontended,
 		LeadRemaining: h.LeadRemaining, QuickShare: h.QuickShare, Starvation: h.Starvation,
-		FairDeadline: h.FairDeadline}
+		FairDeadline: h.FairDeadline, Incumbency: h.Incumbency}
 }
 
 // Name implements Policy.
@@ -117,6 +117,10 @@ type hadarJob struct {
 	remaining float64 // seconds left on the preferred type
 	fastest   float64 // seconds left on the fastest type
 	fairTime  float64 // all its steps on an equal share of every type (fairShareTime)
+	// area (GPUs x remaining / weight) and longest (remaining) are the
+	// keys of the two orders, with the incumbency rule applied to a
+	// running job.
+	area, longest float64
 	critical  bool
 	quick     bool // short against the horizon: served before critical jobs
 	starving  bool // past its starvation bound: served first
@@ -149,10 +153,12 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 		horizon = math.Max(horizon, h.fastest)
 	}
 	p.orderPrefs(hj, prices, horizon, totalGPUs(capacity))
+	p.setKeys(hj)
 	p.markCritical(hj, types, capacity, horizon, fluid != nil)
 	if p.FairDeadline > 0 {
 		p.fairDeadlines(s, hj, load)
 	}
+	p.setKeys(hj) // markCritical may have changed remaining times
 	for _, h := range hj {
 		h.quick = !h.critical && h.fastest <= p.QuickShare*horizon
 		h.starving = p.Starvation > 0 && s.Elapsed(h.Job) >= p.Starvation*h.fairTime
@@ -311,6 +317,21 @@ func (p *Hadar) fairDeadlines(s *Snapshot, hj []*hadarJob, load float64) {
 	}
 }
 
+// setKeys sets each job's keys of the two orders from its remaining time:
+// a running job's area counts Incumbency less and its remaining time
+// Incumbency more, so a waiting job displaces it only when it is clearly
+// smaller or longer, not when it is merely equal.
+func (p *Hadar) setKeys(hj []*hadarJob) {
+	for _, h := range hj {
+		h.area = float64(h.Workers) * h.remaining / h.Weight
+		h.longest = h.remaining
+		if p.Incumbency > 0 && len(h.Current) > 0 {
+			h.area *= 1 - p.Incumbency
+			h.longest /= 1 - p.Incumbency
+		}
+	}
+}
+
 // preferFastest orders the job's types fastest first; its remaining time is
 // then the fastest.
 func (h *hadarJob) preferFastest() {
@@ -329,7 +350,7 @@ func (p *Hadar) markCritical(hj []*hadarJob, types []string, capacity map[string
 		for _, h := range hj {
 			if h.prefs[0] == t && 2*h.Workers > capacity[name] {
 				chain += h.remaining
-				if longest == nil || h.remaining > longest.remaining {
+				if longest == nil || h.longest > longest.longest {
 					longest = h
 				}
 			}
@@ -781,9 +802,9 @@ func hadarBefore(x, y *hadarJob) bool {
 		return x.critical
 	}
 	if x.critical {
-		return x.remaining > y.remaining
+		return x.longest > y.longest
 	}
-	return float64(x.Workers)*x.remaining/x.Weight < float64(y.Workers)*y.remaining/y.Weight
+	return x.area < y.area
 }
 
 // fairShareTime is the time the job needs for all its steps alone on an

@@ -407,11 +407,68 @@ func TestHadarFairDeadline(t *testing.T) {
 	}
 }
 
+// TestHadarIncumbency: a waiting job that is only a little smaller (or, among
+// the critical jobs, a little longer) than a running one does not displace
+// it; one that is clearly so does. Without the rule, two equal jobs take
+// turns every round.
+func TestHadarIncumbency(t *testing.T) {
+	// Two v100 GPUs. "long" (1000 s) sets the horizon and is critical;
+	// "running" (105 s, running) and "waiting" compete for the other GPU.
+	small := func(waiting float64) *Snapshot {
+		s := newSnapshot().node("v1", "v100", 2).
+			job("long", 1, 1000, map[string]float64{"v100": 1}).
+			job("running", 1, 105, map[string]float64{"v100": 1}).
+			job("waiting", 1, waiting, map[string]float64{"v100": 1}).s
+		s.Jobs[0].Current = []Task{{Node: "v1", Type: "v100", GPUs: 1}}
+		s.Jobs[1].Current = []Task{{Node: "v1", Type: "v100", GPUs: 1}}
+		return s
+	}
+	// One 8-GPU node and two 8-GPU gangs: they cannot run side by side,
+	// so the longer of the two is critical (the wide-gang chain) and runs.
+	gangs := func(waiting float64) *Snapshot {
+		s := newSnapshot().node("v1", "v100", 8).
+			job("running", 8, 1000, map[string]float64{"v100": 1}).
+			job("waiting", 8, waiting, map[string]float64{"v100": 1}).s
+		s.Jobs[0].Current = []Task{{Node: "v1", Type: "v100", GPUs: 8}}
+		return s
+	}
+	tests := []struct {
+		name string
+		opts HadarOptions
+		snap *Snapshot
+		want map[string]string
+	}{
+		{name: "a little smaller: the running job stays", snap: small(100), want: map[string]string{"long": "[v100:1]", "running": "[v100:1]"}},
+		{name: "off: the smaller job takes its GPU", opts: HadarOptions{Incumbency: -1}, snap: small(100), want: map[string]string{"long": "[v100:1]", "waiting": "[v100:1]"}},
+		{name: "clearly smaller: it takes the GPU", snap: small(80), want: map[string]string{"long": "[v100:1]", "waiting": "[v100:1]"}},
+		{name: "a little longer gang: the running one stays", snap: gangs(1005), want: map[string]string{"running": "[v100:8]"}},
+		{name: "off: the longer gang takes the node", opts: HadarOptions{Incumbency: -1}, snap: gangs(1005), want: map[string]string{"waiting": "[v100:8]"}},
+		{name: "clearly longer gang: it takes the node", snap: gangs(1200), want: map[string]string{"waiting": "[v100:8]"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := tc.opts
+			opts.FluidEvery = -1 // prices only: the horizons above are exact
+			opts.QuickShare, opts.FairDeadline = -1, -1
+			plan, err := NewHadar(Options{Hadar: opts}).Plan(tc.snap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := Check(tc.snap, plan); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, placedTypes(plan)); diff != "" {
+				t.Errorf("placement (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // TestHadarBefore is Hadar's priority order on hand-made jobs.
 func TestHadarBefore(t *testing.T) {
 	job := func(id string, workers int, remaining float64, arrival time.Duration, critical, quick, starving bool) *hadarJob {
 		return &hadarJob{Job: &Job{ID: id, Workers: workers, Weight: 1, Arrival: t0.Add(arrival)},
-			remaining: remaining, critical: critical, quick: quick, starving: starving}
+			remaining: remaining, area: float64(workers) * remaining, longest: remaining, critical: critical, quick: quick, starving: starving}
 	}
 	tests := []struct {
 		name string

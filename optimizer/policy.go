@@ -78,12 +78,20 @@ type HadarOptions struct {
 	// a gang left alone at the end) is not left to set the makespan.
 	// Negative: off.
 	FairDeadline float64
+	// Incumbency: a running job's remaining area counts this fraction less
+	// in the shortest-area order, and its remaining time this fraction more
+	// among the critical jobs (longest first) and in the wide-gang chain
+	// rule. Without it, two near-equal jobs take turns every round (each
+	// start paying the start-up cost; live, each turn is a Slurm requeue):
+	// the waiting one becomes the "longer" or the "smaller" as soon as the
+	// other has run a little. Negative: off.
+	Incumbency float64
 }
 
 // DefaultHadarOptions are hadar's defaults, measured in docs/results.md.
 func DefaultHadarOptions() HadarOptions {
 	return HadarOptions{Critical: 0.9, PriceRounds: 60, FluidEvery: 10, LeadShare: 0.3, MinShare: 0.05, ShareTie: 0.02, Uncontended: 0.9,
-		LeadRemaining: 0.5, QuickShare: 0.05, Starvation: 6, FairDeadline: 0.9}
+		LeadRemaining: 0.5, QuickShare: 0.05, Starvation: 6, FairDeadline: 0.9, Incumbency: 0.1}
 }
 
 // withDefaults fills zero fields.
@@ -106,7 +114,7 @@ func (o HadarOptions) withDefaults() HadarOptions {
 	for _, f := range []struct {
 		v *float64
 		d float64
-	}{{&o.LeadRemaining, d.LeadRemaining}, {&o.QuickShare, d.QuickShare}, {&o.Starvation, d.Starvation}, {&o.FairDeadline, d.FairDeadline}} {
+	}{{&o.LeadRemaining, d.LeadRemaining}, {&o.QuickShare, d.QuickShare}, {&o.Starvation, d.Starvation}, {&o.FairDeadline, d.FairDeadline}, {&o.Incumbency, d.Incumbency}} {
 		switch {
 		case *f.v == 0:
 			*f.v = f.d
@@ -146,6 +154,9 @@ func (o HadarOptions) Validate() error {
 		if f.v > 1 {
 			return fmt.Errorf("%s = %g: want a fraction in (0, 1], or negative for off", f.name, f.v)
 		}
+	}
+	if o.Incumbency >= 1 {
+		return fmt.Errorf("incumbency = %g: want a fraction in (0, 1), or negative for off", o.Incumbency)
 	}
 	if o.FluidEvery < -1 {
 		return fmt.Errorf("fluid_every = %d: want > 0, or -1 for no fluid LP", o.FluidEvery)

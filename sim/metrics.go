@@ -25,8 +25,12 @@ type Metrics struct {
 	// the same work would take with every job on its fastest GPU type (1:
 	// no job ran slower than it could; gangs spanning types or sent to
 	// slower types lower it).
-	GPUHours        float64 `json:"gpu_hours"`
-	TypeEfficiency  float64 `json:"type_efficiency"`
+	GPUHours       float64 `json:"gpu_hours"`
+	TypeEfficiency float64 `json:"type_efficiency"`
+	// Stops and Moves are the times a plan left a running job out or gave
+	// it other GPUs: on a live cluster, a requeue each.
+	Stops           int     `json:"stops"`
+	Moves           int     `json:"moves"`
 	Rounds          int     `json:"rounds"`
 	SchedTimeMeanS  float64 `json:"sched_time_mean_s"`
 	SchedTimeP99S   float64 `json:"sched_time_p99_s"`
@@ -67,6 +71,8 @@ func Summarize(r *Result) Metrics {
 		ftfSum += rho
 		m.FTFMax = math.Max(m.FTFMax, rho)
 		copyRounds += j.CopyRounds
+		m.Stops += j.Stops
+		m.Moves += j.Moves
 		copySum += j.CopySum
 		m.CopiesMax = max(m.CopiesMax, j.MaxCopies)
 	}

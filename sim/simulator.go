@@ -141,6 +141,10 @@ type JobResult struct {
 	CopySum     int     // sum of copies over those rounds
 	// GPUSecsByType is the GPU time the job held on each GPU type.
 	GPUSecsByType map[string]float64
+	// Stops counts the rounds whose plan left the running job out (live:
+	// a requeue each), Moves those that gave it other GPUs (live: a
+	// requeue and a new placement each).
+	Stops, Moves int
 }
 
 // JCT is completion minus arrival, in seconds.
@@ -188,6 +192,7 @@ type simJob struct {
 	bestRate float64
 	// HadarE bookkeeping.
 	maxCopies, copyRounds, copySum int
+	stops, moves                   int
 	gpuSecsByType                  map[string]float64
 }
 
@@ -364,6 +369,12 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 		for _, j := range active {
 			tasks := plan.Assignments[j.ID]
 			starts := len(tasks) > 0 && !sameTasks(j.Current, tasks)
+			switch {
+			case len(j.Current) > 0 && len(tasks) == 0:
+				j.stops++
+			case len(j.Current) > 0 && starts:
+				j.moves++
+			}
 			j.Current = tasks
 			if len(tasks) == 0 {
 				still = append(still, j)
@@ -465,6 +476,7 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 			ID: j.ID, Type: j.Type, Workers: j.Workers, Arrival: j.arrival,
 			FirstStart: j.firstStart, Completion: j.completion, IsolatedJCT: j.isolated,
 			MaxCopies: j.maxCopies, CopyRounds: j.copyRounds, CopySum: j.copySum, GPUSecsByType: j.gpuSecsByType,
+			Stops: j.stops, Moves: j.moves,
 		})
 	}
 	if learn != nil {

@@ -36,8 +36,9 @@ func simulateCommand() *cli.Command {
 		Description: "Runs each policy over the same trace on a simulated cluster, round by round, with the\n" +
 			"same optimizer code hadar-slurmd uses, and reports makespan, JCT, queueing delay,\n" +
 			"finish-time fairness, utilization, type efficiency (the GPU time the work would take\n" +
-			"with every job on its fastest GPU type, over the GPU time it took) and scheduling\n" +
-			"time. Every plan is checked against the safety invariants. With no flags it runs a\n" +
+			"with every job on its fastest GPU type, over the GPU time it took), stops and moves\n" +
+			"(plans that left a running job out or gave it other GPUs: a requeue each on a live\n" +
+			"cluster) and scheduling time. Every plan is checked against the safety invariants. With no flags it runs a\n" +
 			"built-in generated trace (160 static multi-GPU jobs, seed 0) on the embedded Gavel\n" +
 			"throughput matrix. --throughputs lambda uses Lambda's measurements of 11 current GPU\n" +
 			"types (a100, h100, rtx4090, ...; `hadar profiles gpus` lists the catalogue) and its\n" +
@@ -292,12 +293,12 @@ func printSimulateTable(w io.Writer, out simulateOutput) {
 	}
 	fmt.Fprintf(w, "trace %s, cluster %s%s, round %.0fs\n\n", out.Trace, strings.Join(cl, ","), layout, out.RoundS)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tjobs\tmakespan h\tavg JCT h\tp50 JCT h\tp99 JCT h\tavg queue h\tFTF mean\tFTF max\tutil\ttype eff\trounds\tsched mean ms\tsched max ms\twall s\t")
+	fmt.Fprintln(tw, "policy\tjobs\tmakespan h\tavg JCT h\tp50 JCT h\tp99 JCT h\tavg queue h\tFTF mean\tFTF max\tutil\ttype eff\tstops\tmoves\trounds\tsched mean ms\tsched max ms\twall s\t")
 	for _, name := range out.Order {
 		m := out.Policies[name]
-		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.3f\t%.3f\t%d\t%.2f\t%.2f\t%.2f\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.3f\t%.3f\t%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t\n",
 			name, jobsCell(m), m.MakespanS/3600, m.AvgJCTS/3600, m.P50JCTS/3600, m.P99JCTS/3600, m.AvgQueueS/3600,
-			m.FTFMean, m.FTFMax, m.Utilization, m.TypeEfficiency, m.Rounds, m.SchedTimeMeanS*1000, m.SchedTimeMaxS*1000, m.WallS)
+			m.FTFMean, m.FTFMax, m.Utilization, m.TypeEfficiency, m.Stops, m.Moves, m.Rounds, m.SchedTimeMeanS*1000, m.SchedTimeMaxS*1000, m.WallS)
 	}
 	tw.Flush()
 }
@@ -376,15 +377,15 @@ func parsePolicies(s string) ([]string, error) {
 }
 
 func printSimulateMarkdown(w io.Writer, out simulateOutput) {
-	fmt.Fprintln(w, "| policy | makespan h | avg JCT h | p99 JCT h | avg queue h | FTF mean | FTF max | util | type eff | sched mean ms |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| policy | makespan h | avg JCT h | p99 JCT h | avg queue h | FTF mean | FTF max | util | type eff | sched mean ms | stops | moves |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, name := range out.Order {
 		m := out.Policies[name]
 		if m.Completed < m.Jobs {
 			name += fmt.Sprintf(" (%s jobs done)", jobsCell(m))
 		}
-		fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.3f | %.3f | %.2f |\n",
-			name, m.MakespanS/3600, m.AvgJCTS/3600, m.P99JCTS/3600, m.AvgQueueS/3600, m.FTFMean, m.FTFMax, m.Utilization, m.TypeEfficiency, m.SchedTimeMeanS*1000)
+		fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.3f | %.3f | %.2f | %d | %d |\n",
+			name, m.MakespanS/3600, m.AvgJCTS/3600, m.P99JCTS/3600, m.AvgQueueS/3600, m.FTFMean, m.FTFMax, m.Utilization, m.TypeEfficiency, m.SchedTimeMeanS*1000, m.Stops, m.Moves)
 	}
 }
 
