@@ -9,7 +9,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X main.version=$(VERSION)
 export CGO_ENABLED := 1
 
-.PHONY: all build test test-go test-deps e2e e2e-containers docker-images docker-up docker-down unit-test bench demo demo-sim lint fmt fuzz test-reliability clean cluster-up cluster-down
+.PHONY: all build test test-go test-deps e2e e2e-containers e2e-containers-prepare e2e-containers-main docker-images docker-up docker-down unit-test bench demo demo-sim lint fmt fuzz test-reliability clean cluster-up cluster-down
 
 all: build
 
@@ -30,18 +30,19 @@ lint:
 	  if [ -n "$$out" ]; then echo "deadcode: unreachable code:"; echo "$$out"; exit 1; fi
 
 ## test: installs what it needs (test-deps), then lint, unit and acceptance tests
-## (test-go) while the container images are built (docker-images: no test of them
-## runs yet, and nothing in test-go is timed), the end-to-end tests on a real Slurm
-## 22.05 test cluster on this host (installed and started by contrib/testcluster/up;
-## needs root), the e2e suite and the cross-host fault tests on the container cluster
-## with Slurm 24.11 (e2e-containers) while every fuzz target runs for FUZZ_TOTAL seconds
+## (test-go) while the container images are built and the one-node container clusters
+## tested (e2e-containers-prepare; nothing in test-go is timed, and those tests wait
+## tens of seconds for what takes seconds), the end-to-end tests on a real Slurm 22.05
+## test cluster on this host (installed and started by contrib/testcluster/up; needs
+## root), the e2e suite and the cross-host fault tests on the container cluster with
+## Slurm 24.11 (e2e-containers-main) while every fuzz target runs for FUZZ_TOTAL seconds
 ## in all (the two at once: the container tests mostly wait; fuzzing runs at nice 19,
 ## which yields to the host's processes, not to the containers' own cgroups; each
 ## one's output is printed whole when it ends) (docs/reliability.md, docs/docker.md)
 test: test-deps
-	$(MAKE) -j2 --output-sync=target test-go docker-images
+	$(MAKE) -j2 --output-sync=target test-go e2e-containers-prepare
 	$(MAKE) e2e
-	$(MAKE) -j2 --output-sync=target e2e-containers fuzz
+	$(MAKE) -j2 --output-sync=target e2e-containers-main fuzz
 
 ## test-go: lint, build, then every Go package's tests (no cluster needed)
 test-go: lint build
@@ -93,6 +94,14 @@ test-reliability:
 ## (contrib/docker, Slurm 24.11; images built from Debian's packages, cached), then down
 e2e-containers: build
 	GO=$(GO) contrib/ci/e2e-containers
+
+## e2e-containers-prepare / e2e-containers-main: its two halves (images and the one-node
+## clusters' tests; then the multi-host cluster's suites), as make test runs them
+e2e-containers-prepare: build
+	GO=$(GO) contrib/ci/e2e-containers prepare
+
+e2e-containers-main: build
+	GO=$(GO) contrib/ci/e2e-containers main
 
 ## docker-images: the base images of the container cluster (bookworm 22.05, trixie 24.11)
 docker-images:

@@ -21,6 +21,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -393,6 +394,7 @@ func (s *setup) result(policy string, c *slurmsim.Cluster, n int, trace []sim.Tr
 		if done {
 			jr.Completion = secs(j.End)
 		}
+		jr.Stops, jr.Moves = requeues(j)
 		inSystem := 0
 		for _, k := range order {
 			if trace[k].Arrival <= tj.Arrival && (res.Jobs[k].State != slurmsim.Completed || secs(res.Jobs[k].End) > tj.Arrival) {
@@ -430,4 +432,18 @@ func FastPathRules(cfg config.Config, opts *optimizer.Options) sim.Rules {
 	return sim.Rules{Shaped: true, NoStop: !cfg.Preemption,
 		Events:    &sim.Events{Delay: cfg.PollInterval.Duration / 2},
 		StartCost: t.SchedDelay + t.StartupDelay}
+}
+
+// requeues splits a job's Slurm requeues (every run but its last ended by
+// one) as the simulator's stops and moves: a move when its next run is on
+// other nodes, a stop otherwise.
+func requeues(j slurmsim.Job) (stops, moves int) {
+	for k := 0; k < j.Restarts && k < len(j.Runs); k++ {
+		if k+1 < len(j.Runs) && !slices.Equal(j.Runs[k].Nodes, j.Runs[k+1].Nodes) {
+			moves++
+		} else {
+			stops++
+		}
+	}
+	return stops, moves
 }

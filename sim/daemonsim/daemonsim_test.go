@@ -184,3 +184,28 @@ func TestDaemonRunsPastThirtyDays(t *testing.T) {
 		}
 	}
 }
+
+// TestRequeues: a job's Slurm requeues as stops (next run on the same nodes,
+// or none) and moves (next run on other nodes).
+func TestRequeues(t *testing.T) {
+	run := func(nodes ...string) slurmsim.Run { return slurmsim.Run{Nodes: nodes} }
+	tests := []struct {
+		name              string
+		job               slurmsim.Job
+		wantStop, wantMov int
+	}{
+		{name: "never requeued", job: slurmsim.Job{Runs: []slurmsim.Run{run("n1")}}},
+		{name: "back on its nodes", job: slurmsim.Job{Restarts: 1, Runs: []slurmsim.Run{run("n1"), run("n1")}}, wantStop: 1},
+		{name: "moved", job: slurmsim.Job{Restarts: 1, Runs: []slurmsim.Run{run("n1"), run("n2")}}, wantMov: 1},
+		{name: "requeued and never ran again", job: slurmsim.Job{Restarts: 1, Runs: []slurmsim.Run{run("n1", "n2")}}, wantStop: 1},
+		{name: "moved, then stopped", job: slurmsim.Job{Restarts: 2, Runs: []slurmsim.Run{run("n1"), run("n2", "n3"), run("n2", "n3")}}, wantStop: 1, wantMov: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			stops, moves := requeues(tc.job)
+			if diff := cmp.Diff([2]int{tc.wantStop, tc.wantMov}, [2]int{stops, moves}); diff != "" {
+				t.Errorf("stops, moves (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
