@@ -121,9 +121,9 @@ type hadarJob struct {
 	// keys of the two orders, with the incumbency rule applied to a
 	// running job.
 	area, longest float64
-	critical  bool
-	quick     bool // short against the horizon: served before critical jobs
-	starving  bool // past its starvation bound: served first
+	critical      bool
+	quick         bool // short against the horizon: served before critical jobs
+	starving      bool // past its starvation bound: served first
 }
 
 // Plan implements Policy.
