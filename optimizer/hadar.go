@@ -310,10 +310,19 @@ func (p *Hadar) fairDeadlines(s *Snapshot, hj []*hadarJob, load float64) {
 	for i, v := range jobs {
 		end += (v.left - prev) * float64(n-i) / float64(n)
 		prev = v.left
-		if v.h.critical || v.h.fastest < p.LeadRemaining*load {
+		// A running job's time counts Incumbency more here too: a long job
+		// near the lead_remaining line would otherwise cross it each round
+		// (running, its time falls faster than half the load does; stopped,
+		// the load falls and it is long again) and be stopped every other
+		// round.
+		fastest := v.h.fastest
+		if p.Incumbency > 0 && len(v.h.Current) > 0 {
+			fastest /= 1 - p.Incumbency
+		}
+		if v.h.critical || fastest < p.LeadRemaining*load {
 			continue
 		}
-		v.h.critical = v.left <= 0 || v.h.fastest >= p.FairDeadline*math.Max(end, v.h.fastest)
+		v.h.critical = v.left <= 0 || fastest >= p.FairDeadline*math.Max(end, fastest)
 	}
 }
 

@@ -464,6 +464,45 @@ func TestHadarIncumbency(t *testing.T) {
 	}
 }
 
+// TestHadarFairDeadlineIncumbency: a running job just under the
+// lead_remaining line still counts as long (its time counts Incumbency more),
+// a waiting one does not. Without it a job on the line crossed it every
+// round, running then stopped (Philly week 3 draw 3 on 12:12:12: 19,612 stops
+// for 62 jobs).
+func TestHadarFairDeadlineIncumbency(t *testing.T) {
+	const load = 1000.0 // s; the lead_remaining line is at 500 s
+	job := func(id string, running bool) *hadarJob {
+		j := &Job{ID: id, Workers: 1, Weight: 1, Arrival: t0, TotalSteps: 480, RemainingSteps: 480}
+		if running {
+			j.Current = []Task{{Node: "v1", Type: "v100", GPUs: 1}}
+		}
+		// 480 s on its fastest type, 500 s of fair-share time left: it
+		// ends under fair sharing soon after, so a long job is critical.
+		return &hadarJob{Job: j, fastest: 480, fairTime: 500}
+	}
+	for _, tc := range []struct {
+		name       string
+		incumbency float64
+		want       map[string]bool
+	}{
+		{name: "default", incumbency: 0.1, want: map[string]bool{"running": true, "waiting": false}},
+		{name: "off", incumbency: 0, want: map[string]bool{"running": false, "waiting": false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &Hadar{LeadRemaining: 0.5, FairDeadline: 0.9, Incumbency: tc.incumbency}
+			hj := []*hadarJob{job("running", true), job("waiting", false)}
+			p.fairDeadlines(&Snapshot{Now: t0}, hj, load)
+			got := map[string]bool{}
+			for _, h := range hj {
+				got[h.ID] = h.critical
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("critical (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // TestHadarBefore is Hadar's priority order on hand-made jobs.
 func TestHadarBefore(t *testing.T) {
 	job := func(id string, workers int, remaining float64, arrival time.Duration, critical, quick, starving bool) *hadarJob {

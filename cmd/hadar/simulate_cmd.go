@@ -75,7 +75,7 @@ func simulateCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "print the results as JSON"},
 			&cli.BoolFlag{Name: "markdown", Usage: "print the results as a Markdown table (hours)"},
 			&cli.StringFlag{Name: "plot", Usage: "write PNG plots (JCT CDF, utilization, metrics) into `DIR`"},
-			&cli.StringFlag{Name: "jobs-csv", Usage: "write every job's outcome under every policy to `FILE` (CSV, hours: arrival, first start, completion, JCT, queueing, isolated JCT, GPU-hours on each GPU type)"},
+			&cli.StringFlag{Name: "jobs-csv", Usage: "write every job's outcome under every policy to `FILE` (CSV, hours: arrival, first start, completion, JCT, queueing, isolated JCT; stops and moves; GPU-hours on each GPU type)"},
 			&cli.BoolFlag{Name: "progress", Usage: "show a progress bar on stderr (default: when stderr is a terminal)"},
 		}, append(simulateNoiseFlags(), simulateDaemonFlags()...)...),
 		Action: runSimulate,

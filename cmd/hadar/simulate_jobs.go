@@ -32,7 +32,7 @@ func writeJobsCSV(path string, order []string, results map[string]*sim.Result) e
 		return fmt.Errorf("--jobs-csv: %w", err)
 	}
 	w := csv.NewWriter(f)
-	header := []string{"policy", "job", "job_type", "gpus", "arrival_h", "first_start_h", "completion_h", "jct_h", "queue_h", "isolated_jct_h"}
+	header := []string{"policy", "job", "job_type", "gpus", "arrival_h", "first_start_h", "completion_h", "jct_h", "queue_h", "isolated_jct_h", "stops", "moves"}
 	for _, t := range typeNames {
 		header = append(header, "gpu_h_"+t)
 	}
@@ -57,7 +57,7 @@ func writeJobsCSV(path string, order []string, results map[string]*sim.Result) e
 				queue = j.FirstStart - j.Arrival
 			}
 			row := []string{name, j.ID, j.Type, strconv.Itoa(j.Workers), hours(j.Arrival), hours(j.FirstStart), hours(j.Completion),
-				hours(jct), hours(queue), hours(j.IsolatedJCT)}
+				hours(jct), hours(queue), hours(j.IsolatedJCT), strconv.Itoa(j.Stops), strconv.Itoa(j.Moves)}
 			for _, t := range typeNames {
 				row = append(row, hours(j.GPUSecsByType[t]))
 			}

@@ -54,10 +54,10 @@ func TestSimulateJobsCSV(t *testing.T) {
 	check := func(name string, out simulateOutput, gpus int) {
 		t.Helper()
 		header, rows := readJobsCSV(t, path)
-		want := []string{"policy", "job", "job_type", "gpus", "arrival_h", "first_start_h", "completion_h", "jct_h", "queue_h", "isolated_jct_h",
+		want := []string{"policy", "job", "job_type", "gpus", "arrival_h", "first_start_h", "completion_h", "jct_h", "queue_h", "isolated_jct_h", "stops", "moves",
 			"gpu_h_k80", "gpu_h_p100", "gpu_h_v100"}
 		if name == "daemon" {
-			want = []string{"policy", "job", "job_type", "gpus", "arrival_h", "first_start_h", "completion_h", "jct_h", "queue_h", "isolated_jct_h",
+			want = []string{"policy", "job", "job_type", "gpus", "arrival_h", "first_start_h", "completion_h", "jct_h", "queue_h", "isolated_jct_h", "stops", "moves",
 				"gpu_h_k80", "gpu_h_v100"}
 		}
 		if diff := cmp.Diff(want, header); diff != "" {
