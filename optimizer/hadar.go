@@ -316,7 +316,7 @@ func (p *Hadar) fairDeadlines(s *Snapshot, hj []*hadarJob, load float64) {
 		// the load falls and it is long again) and be stopped every other
 		// round.
 		fastest := v.h.fastest
-		if p.Incumbency > 0 && len(v.h.Current) > 0 {
+		if p.incumbent(v.h) {
 			fastest /= 1 - p.Incumbency
 		}
 		if v.h.critical || fastest < p.LeadRemaining*load {
@@ -334,11 +334,16 @@ func (p *Hadar) setKeys(hj []*hadarJob) {
 	for _, h := range hj {
 		h.area = float64(h.Workers) * h.remaining / h.Weight
 		h.longest = h.remaining
-		if p.Incumbency > 0 && len(h.Current) > 0 {
+		if p.incumbent(h) {
 			h.area *= 1 - p.Incumbency
 			h.longest /= 1 - p.Incumbency
 		}
 	}
+}
+
+// incumbent reports whether the incumbency rule favours the job: it runs.
+func (p *Hadar) incumbent(h *hadarJob) bool {
+	return p.Incumbency > 0 && len(h.Current) > 0
 }
 
 // preferFastest orders the job's types fastest first; its remaining time is

@@ -335,20 +335,25 @@ func TestHadarQuickAndStarvation(t *testing.T) {
 		{name: "starvation bound off", opts: HadarOptions{Starvation: -1}, snap: starved(), want: map[string]string{"b": "[v100:1]", "c": "[v100:1]"}},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			opts := tc.opts
-			opts.FluidEvery = -1 // prices only: the horizons above are exact
-			plan, err := NewHadar(Options{Hadar: opts}).Plan(tc.snap)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := Check(tc.snap, plan); err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tc.want, placedTypes(plan)); diff != "" {
-				t.Errorf("placement (-want +got):\n%s", diff)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkPricesOnlyPlan(t, tc.opts, tc.snap, tc.want) })
+	}
+}
+
+// checkPricesOnlyPlan plans snap with Hadar by prices alone (no fluid LP, so
+// that the horizons of hand-made snapshots are exact), checks the plan and
+// compares its placed types with want.
+func checkPricesOnlyPlan(t *testing.T, opts HadarOptions, snap *Snapshot, want map[string]string) {
+	t.Helper()
+	opts.FluidEvery = -1
+	plan, err := NewHadar(Options{Hadar: opts}).Plan(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(snap, plan); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, placedTypes(plan)); diff != "" {
+		t.Errorf("placement (-want +got):\n%s", diff)
 	}
 }
 
@@ -448,18 +453,8 @@ func TestHadarIncumbency(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := tc.opts
-			opts.FluidEvery = -1 // prices only: the horizons above are exact
 			opts.QuickShare, opts.FairDeadline = -1, -1
-			plan, err := NewHadar(Options{Hadar: opts}).Plan(tc.snap)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := Check(tc.snap, plan); err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tc.want, placedTypes(plan)); diff != "" {
-				t.Errorf("placement (-want +got):\n%s", diff)
-			}
+			checkPricesOnlyPlan(t, opts, tc.snap, tc.want)
 		})
 	}
 }
