@@ -321,12 +321,7 @@ func TestHadarQuickAndStarvation(t *testing.T) {
 		s.Jobs[0].Arrival = t0.Add(-2000 * time.Second)
 		return s
 	}
-	tests := []struct {
-		name string
-		opts HadarOptions
-		snap *Snapshot
-		want map[string]string
-	}{
+	tests := []placementCase{
 		{name: "quick gang before the critical one", snap: gangs(), want: map[string]string{"quick": "[v100:8]"}},
 		{name: "quick share off: critical first", opts: HadarOptions{QuickShare: -1}, snap: gangs(), want: map[string]string{"long": "[v100:8]"}},
 		{name: "quick share below the job's share of the horizon", opts: HadarOptions{QuickShare: 0.005}, snap: gangs(), want: map[string]string{"long": "[v100:8]"}},
@@ -337,6 +332,15 @@ func TestHadarQuickAndStarvation(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { checkPricesOnlyPlan(t, tc.opts, tc.snap, tc.want) })
 	}
+}
+
+// placementCase is a hand-made snapshot, Hadar's knobs, and the GPU types
+// the plan should give each placed job (checkPricesOnlyPlan).
+type placementCase struct {
+	name string
+	opts HadarOptions
+	snap *Snapshot
+	want map[string]string
 }
 
 // checkPricesOnlyPlan plans snap with Hadar by prices alone (no fluid LP, so
@@ -437,12 +441,7 @@ func TestHadarIncumbency(t *testing.T) {
 		s.Jobs[0].Current = []Task{{Node: "v1", Type: "v100", GPUs: 8}}
 		return s
 	}
-	tests := []struct {
-		name string
-		opts HadarOptions
-		snap *Snapshot
-		want map[string]string
-	}{
+	tests := []placementCase{
 		{name: "a little smaller: the running job stays", snap: small(100), want: map[string]string{"long": "[v100:1]", "running": "[v100:1]"}},
 		{name: "off: the smaller job takes its GPU", opts: HadarOptions{Incumbency: -1}, snap: small(100), want: map[string]string{"long": "[v100:1]", "waiting": "[v100:1]"}},
 		{name: "clearly smaller: it takes the GPU", snap: small(80), want: map[string]string{"long": "[v100:1]", "waiting": "[v100:1]"}},
