@@ -331,14 +331,7 @@ func BuildView(in ViewInput) *View {
 	if note == nil {
 		note = func(string, string) {}
 	}
-	occupied := map[string]bool{}
-	for _, j := range in.Jobs {
-		if j.State != "PENDING" {
-			for _, name := range j.Nodes {
-				occupied[name] = true
-			}
-		}
-	}
+	occupied := OccupiedNodes(in.Jobs)
 	for _, n := range in.Nodes {
 		v.Nodes = append(v.Nodes, nodeView(n, in, occupied[n.Name]))
 	}
@@ -452,6 +445,30 @@ func BuildView(in ViewInput) *View {
 
 // nodeView is what the round sees of node n: its GPUs by site type, its
 // canonical type or per-type pools, and why hadar does not use it, if so.
+// OccupiedNodes returns the nodes a job of the queue that is not pending
+// is on.
+func OccupiedNodes(jobs []slurm.Job) map[string]bool {
+	occupied := map[string]bool{}
+	for _, j := range jobs {
+		if j.State != "PENDING" {
+			for _, name := range j.Nodes {
+				occupied[name] = true
+			}
+		}
+	}
+	return occupied
+}
+
+// StaleGresUsed reports whether the GPUs Slurm's GresUsed counts on n are a
+// stale count, free in truth: every job holds at least one CPU, so GPUs
+// counted used on a node with none allocated and no job on it (occupied:
+// OccupiedNodes) belong to no job. slurmctld 22.05 leaves such counts after
+// a restart when jobs ended while it was down, and its scheduler starts jobs
+// on those GPUs (checked on 22.05.8).
+func StaleGresUsed(n slurm.Node, occupied bool) bool {
+	return n.CPUAlloc == 0 && !occupied
+}
+
 // occupied: a job of the queue (not pending) is on the node.
 func nodeView(n slurm.Node, in ViewInput, occupied bool) NodeView {
 	nv := NodeView{Name: n.Name, State: n.State, Schedulable: n.Schedulable(), SiteTypes: map[string]int{},
@@ -464,10 +481,7 @@ func nodeView(n slurm.Node, in ViewInput, occupied bool) NodeView {
 	for _, c := range slurm.GPUsByType(used) {
 		nv.Used += c
 	}
-	// Every job holds at least one CPU: GPUs counted used on a node with
-	// none allocated and no job on it are a stale count, and Slurm's
-	// scheduler starts jobs on them (checked on 22.05.8).
-	if nv.Used > 0 && n.CPUAlloc == 0 && !occupied {
+	if nv.Used > 0 && StaleGresUsed(n, occupied) {
 		nv.StaleUsed, nv.Used, used = nv.Used, 0, nil
 	}
 	switch {

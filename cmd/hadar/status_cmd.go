@@ -98,6 +98,10 @@ type statusNode struct {
 type statusGPUs struct {
 	Total int `json:"total"`
 	Used  int `json:"used"`
+	// Stale are GPUs Slurm counts used on a node that runs no job
+	// (bridge.StaleGresUsed): not in Used, since hadar-slurmd and Slurm's
+	// own scheduler both start jobs on them.
+	Stale int `json:"stale,omitempty"`
 }
 
 type statusJob struct {
@@ -124,8 +128,10 @@ func statusCommand() *cli.Command {
 		Usage: "show nodes, GPU types, free and used GPUs, and the jobs in the queue",
 		Description: "Reads the cluster with one squeue and one scontrol call, like any Slurm client (it\n" +
 			"finds the cluster through SLURM_CONF and PATH, and needs no hadar config). GPU types are\n" +
-			"shown under the site's own GRES type names; used = GPUs allocated to any job. Every job\n" +
-			"in the queue is listed, tagged (--comment=hadar ...) or not.",
+			"shown under the site's own GRES type names; used = GPUs allocated to any job. GPUs that\n" +
+			"Slurm counts as used on a node that runs no job (slurmctld 22.05 after a restart) are\n" +
+			"shown as stale, not used: hadar-slurmd and Slurm's scheduler both start jobs on them.\n" +
+			"Every job in the queue is listed, tagged (--comment=hadar ...) or not.",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
 			&cli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "only jobs of these users (comma-separated), as squeue -u"},
@@ -167,7 +173,7 @@ func statusCommand() *cli.Command {
 					kept = append(kept, j)
 				}
 			}
-			out := buildStatus(nodes, kept)
+			out := buildStatus(nodes, kept, bridge.OccupiedNodes(jobs))
 			if st, err := bridge.ReadStatus(c.String("spool")); err == nil {
 				out.DaemonAlive, out.Daemon = st.Liveness(time.Now())
 			} else {
@@ -184,8 +190,10 @@ func statusCommand() *cli.Command {
 	}
 }
 
-// buildStatus is the pure part of `hadar status`.
-func buildStatus(nodes []slurm.Node, jobs []slurm.Job) statusOutput {
+// buildStatus is the pure part of `hadar status`: jobs are the ones to
+// list, occupied the nodes any job of the queue runs on (whatever the
+// filters), which tell a stale GresUsed from a real one.
+func buildStatus(nodes []slurm.Node, jobs []slurm.Job, occupied map[string]bool) statusOutput {
 	out := statusOutput{Nodes: []statusNode{}, Jobs: []statusJob{}}
 	nodeTypes := map[string][]string{}
 	for _, n := range nodes {
@@ -196,12 +204,17 @@ func buildStatus(nodes []slurm.Node, jobs []slurm.Job) statusOutput {
 			sn.GPUs[t] = g
 			nodeTypes[n.Name] = append(nodeTypes[n.Name], t)
 		}
+		stale := bridge.StaleGresUsed(n, occupied[n.Name])
 		for t, c := range slurm.GPUsByType(n.GresUsed) {
 			if c == 0 {
 				continue // "gpu:0" on a node without GPUs
 			}
 			g := sn.GPUs[t]
-			g.Used += c
+			if stale {
+				g.Stale += c
+			} else {
+				g.Used += c
+			}
 			sn.GPUs[t] = g
 		}
 		out.Nodes = append(out.Nodes, sn)
@@ -259,6 +272,7 @@ func printStatus(w io.Writer, out statusOutput, header bool) {
 	if header {
 		fmt.Fprintln(tw, "NODE\tSTATE\tGPUS (type used/total)\tHADAR")
 	}
+	stale := false
 	for _, n := range out.Nodes {
 		var gs []string
 		for _, t := range slices.Sorted(maps.Keys(n.GPUs)) {
@@ -266,7 +280,12 @@ func printStatus(w io.Writer, out statusOutput, header bool) {
 			if name == "" {
 				name = "gpu"
 			}
-			gs = append(gs, fmt.Sprintf("%s %d/%d", name, n.GPUs[t].Used, n.GPUs[t].Total))
+			g := fmt.Sprintf("%s %d/%d", name, n.GPUs[t].Used, n.GPUs[t].Total)
+			if n.GPUs[t].Stale > 0 {
+				g += fmt.Sprintf(" (%d stale)", n.GPUs[t].Stale)
+				stale = true
+			}
+			gs = append(gs, g)
 		}
 		use := "yes"
 		if !n.Schedulable {
@@ -279,6 +298,11 @@ func printStatus(w io.Writer, out statusOutput, header bool) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n.Name, n.State, strings.Join(gs, ", "), use)
 	}
 	tw.Flush()
+	if stale && header {
+		fmt.Fprintln(w, "stale: GPUs Slurm counts as used on a node that runs no job, free to hadar and to Slurm's\n"+
+			"scheduler (slurmctld 22.05 after a restart, when jobs ended while it was down;\n"+
+			"`scontrol reconfigure` corrects the count)")
+	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if header {
