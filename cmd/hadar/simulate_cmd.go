@@ -69,7 +69,7 @@ func simulateCommand() *cli.Command {
 			&cli.BoolFlag{Name: "daemon-rules", Usage: "plan as hadar-slurmd must: each job asks for the shape its sbatch would on --gpus-per-node nodes (one node when its gang fits one, else equal parts on the fewest nodes), and running jobs are stopped and moved by the daemon's preemption and migration_penalty (--config's, else its defaults: no preemption, 10m); without it gangs split over nodes freely and any job stops and moves for free, as in Gavel's simulator (docs/fidelity.md)"},
 			&cli.DurationFlag{Name: "round", Value: 360 * time.Second, Usage: "round length"},
 			&cli.StringFlag{Name: "policies", Value: defaultPolicies, Usage: "comma-separated policies (see `hadar policies`)"},
-			&cli.Int64Flag{Name: "seed", Value: 0, Usage: "seed of the policies' random choices"},
+			&cli.Int64Flag{Name: "seed", Value: 0, Usage: "seed of the policies' random choices and of the --noise-steps and --noise-rate draws"},
 			&cli.StringFlag{Name: "copy-efficiency", Value: optimizer.MeasuredCopyEfficiency().String(), Usage: "HadarE: efficiency of combining K copies, `K:EFF,...` (speed-up interpolated between the points, held beyond the last) or one number for every K (default: measured with the PyTorch example, docs/hadare.md; with --config, the file's [policies.hadare] copy_efficiency)"},
 			&cli.IntFlag{Name: "max-copies", Value: 0, Usage: "HadarE: copy limit per job (0 = number of nodes)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the results as JSON"},

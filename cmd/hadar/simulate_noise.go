@@ -14,11 +14,11 @@ const simulateNoiseHelp = "--noise-steps S and --noise-rate S make what the poli
 	"step counts and measured throughputs are: each job's total steps (--noise-steps) and\n" +
 	"each throughput cell, job type x GPU type (--noise-rate), are multiplied by lognormal\n" +
 	"factors exp(N(0,S^2)) drawn with --seed, while jobs progress at the truth. A job that\n" +
-	"runs past its estimate is seen with max(estimate - done, 5% of the estimate) steps left,\n" +
-	"as hadar-slurmd sees it, and completes at its true steps. --noise-rate plans with the\n" +
-	"noisy matrix as the imported one and learns from the simulated progress, as with\n" +
-	"--truth (the truth is --truth, or else --throughputs); --no-learning keeps the noisy\n" +
-	"matrix throughout."
+	"runs past its estimate is seen with as many steps left as it has overrun (at least 5% of\n" +
+	"the estimate), as hadar-slurmd sees it, and completes at its true steps. --noise-rate\n" +
+	"plans with the noisy matrix as the imported one and learns from the simulated progress,\n" +
+	"as with --truth (the truth is --truth, or else --throughputs); --no-learning keeps the\n" +
+	"noisy matrix throughout."
 
 func simulateNoiseFlags() []cli.Flag {
 	return []cli.Flag{
