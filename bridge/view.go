@@ -443,8 +443,6 @@ func BuildView(in ViewInput) *View {
 	return v
 }
 
-// nodeView is what the round sees of node n: its GPUs by site type, its
-// canonical type or per-type pools, and why hadar does not use it, if so.
 // OccupiedNodes returns the nodes a job of the queue that is not pending
 // is on.
 func OccupiedNodes(jobs []slurm.Job) map[string]bool {
@@ -469,6 +467,8 @@ func StaleGresUsed(n slurm.Node, occupied bool) bool {
 	return n.CPUAlloc == 0 && !occupied
 }
 
+// nodeView is what the round sees of node n: its GPUs by site type, its
+// canonical type or per-type pools, and why hadar does not use it, if so.
 // occupied: a job of the queue (not pending) is on the node.
 func nodeView(n slurm.Node, in ViewInput, occupied bool) NodeView {
 	nv := NodeView{Name: n.Name, State: n.State, Schedulable: n.Schedulable(), SiteTypes: map[string]int{},
