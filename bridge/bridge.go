@@ -482,12 +482,15 @@ func (b *Bridge) solve(ctx context.Context, log *slog.Logger, cfg config.Config,
 	// Exploration (explore): the cells this cluster has not confirmed (the
 	// prior's, and imported ones whose learned value has not taken over)
 	// are planned optimistically; progress is still measured against tp.
+	// Hadar's probes try such cells for critical jobs (Snapshot.Confirmed).
+	confirmed := b.confirmed(ctx, log, measured)
 	planned := tp
 	if cfg.Explore > 0 {
-		planned = tp.Optimistic(b.confirmed(ctx, log, measured), cfg.Explore)
+		planned = tp.Optimistic(confirmed, cfg.Explore)
 	}
 	snap := BuildSnapshot(view, planned, progress, SnapshotParams{Round: cfg.Round.Duration,
 		DefaultDuration: cfg.DefaultDuration.Duration, Preemption: cfg.Preemption, MidRound: rep.MidRound})
+	snap.Confirmed = confirmed
 	rep.Snapshot = snap
 	plan, perr := policy.Plan(snap)
 	if perr == nil {

@@ -188,6 +188,15 @@ type HadarPolicyConfig struct {
 	// near-equal jobs would otherwise take turns, a requeue each round);
 	// negative: off. Default 0.1.
 	Incumbency float64 `toml:"incumbency"`
+	// Probe: a critical running job whose rate on another GPU type this
+	// cluster has not measured (the prior's, or an imported one not yet
+	// confirmed), where that rate at (1 + probe) times its value would
+	// beat the measured one of its current type, is moved once to GPUs of
+	// that type left free in the round, its own GPUs held for it, until
+	// the rate is measured; then it stays or goes back on what was
+	// measured. Only with preemption = true (each try is a requeue);
+	// negative: off. Default 0.3.
+	Probe float64 `toml:"probe"`
 }
 
 // HadarEPolicyConfig is the [policies.hadare] table.
@@ -223,7 +232,7 @@ func (c Config) PolicyOptions() optimizer.Options {
 	return optimizer.Options{MigrationPenalty: c.MigrationPenalty.Duration, CopyEfficiency: copyEff,
 		Hadar: optimizer.HadarOptions{Critical: h.Critical, PriceRounds: h.PriceRounds, FluidEvery: h.FluidEvery,
 			LeadShare: h.LeadShare, MinShare: h.MinShare, ShareTie: h.ShareTie, Uncontended: h.UncontendedShare,
-			LeadRemaining: h.LeadRemaining, QuickShare: h.QuickShare, Starvation: h.Starvation, FairDeadline: h.FairDeadline, Incumbency: h.Incumbency},
+			LeadRemaining: h.LeadRemaining, QuickShare: h.QuickShare, Starvation: h.Starvation, FairDeadline: h.FairDeadline, Incumbency: h.Incumbency, Probe: h.Probe},
 		Tiresias: optimizer.TiresiasOptions{Thresholds: append([]float64(nil), ti.Thresholds...), PromoteKnob: ti.PromoteKnob}}
 }
 
@@ -232,7 +241,7 @@ func defaultPolicies() PoliciesConfig {
 	return PoliciesConfig{
 		Hadar: HadarPolicyConfig{Critical: h.Critical, PriceRounds: h.PriceRounds, FluidEvery: h.FluidEvery,
 			LeadShare: h.LeadShare, MinShare: h.MinShare, ShareTie: h.ShareTie, UncontendedShare: h.Uncontended,
-			LeadRemaining: h.LeadRemaining, QuickShare: h.QuickShare, Starvation: h.Starvation, FairDeadline: h.FairDeadline, Incumbency: h.Incumbency},
+			LeadRemaining: h.LeadRemaining, QuickShare: h.QuickShare, Starvation: h.Starvation, FairDeadline: h.FairDeadline, Incumbency: h.Incumbency, Probe: h.Probe},
 		HadarE:   HadarEPolicyConfig{CopyEfficiency: "1"},
 		Tiresias: TiresiasPolicyConfig{Thresholds: ti.Thresholds, PromoteKnob: ti.PromoteKnob},
 	}

@@ -77,7 +77,7 @@ func TestKeys(t *testing.T) {
 		"policies.hadar.critical:float64", "policies.hadar.price_rounds:int", "policies.hadar.fluid_every:int",
 		"policies.hadar.lead_share:float64", "policies.hadar.min_share:float64", "policies.hadar.share_tie:float64",
 		"policies.hadar.uncontended_share:float64", "policies.hadar.lead_remaining:float64",
-		"policies.hadar.quick_share:float64", "policies.hadar.starvation:float64", "policies.hadar.fair_deadline:float64", "policies.hadar.incumbency:float64", "policies.hadare.copy_efficiency:string", "policies.tiresias.thresholds:slice", "policies.tiresias.promote_knob:float64"}
+		"policies.hadar.quick_share:float64", "policies.hadar.starvation:float64", "policies.hadar.fair_deadline:float64", "policies.hadar.incumbency:float64", "policies.hadar.probe:float64", "policies.hadare.copy_efficiency:string", "policies.tiresias.thresholds:slice", "policies.tiresias.promote_knob:float64"}
 	if diff := cmp.Diff(want, keys); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}

@@ -2,6 +2,7 @@ package optimizer
 
 import (
 	"math"
+	"slices"
 	"time"
 )
 
@@ -64,8 +65,8 @@ type Hadar struct {
 	// off here).
 	LeadShare, MinShare, ShareTie, Uncontended float64
 	LeadRemaining, QuickShare, Starvation      float64
-	// FairDeadline and Incumbency: see HadarOptions (0: off).
-	FairDeadline, Incumbency float64
+	// FairDeadline, Incumbency and Probe: see HadarOptions (0: off).
+	FairDeadline, Incumbency, Probe float64
 
 	// prices are the last round's balanced prices, the next round's start.
 	prices map[string]float64
@@ -75,6 +76,12 @@ type Hadar struct {
 	// system as of fairAt (fairDeadlines).
 	fairDone map[string]float64
 	fairAt   time.Time
+	// probing is the GPU type each job is being tried on (probe) until
+	// its rate there is measured, probeHome the GPUs it left, held for it
+	// meanwhile, and probed the types each job has been tried on.
+	probing   map[string]string
+	probeHome map[string][]Task
+	probed    map[string][]string
 }
 
 // fluidPlan is a solution of the fluid min-makespan LP: the fraction of the
@@ -98,7 +105,7 @@ func NewHadar(o Options) *Hadar {
 	return &Hadar{Critical: h.Critical, MigrationPenalty: o.MigrationPenalty.Seconds(), PriceRounds: h.PriceRounds, FluidEvery: h.FluidEvery,
 		LeadShare: h.LeadShare, MinShare: h.MinShare, ShareTie: h.ShareTie, Uncontended: h.Uncontended,
 		LeadRemaining: h.LeadRemaining, QuickShare: h.QuickShare, Starvation: h.Starvation,
-		FairDeadline: h.FairDeadline, Incumbency: h.Incumbency}
+		FairDeadline: h.FairDeadline, Incumbency: h.Incumbency, Probe: h.Probe}
 }
 
 // Name implements Policy.
@@ -131,6 +138,7 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 	types := s.TypesFastestFirst()
 	capacity := s.Capacity()
 	hj := runnableJobs(s, types, capacity)
+	p.keepProbes(s, hj, types)
 	prices, horizon := p.balancePrices(hj, types, capacity)
 	// The balanced load (the remaining work spread over the cluster) is
 	// what the fair deadlines measure "long" against: unlike the horizon
@@ -386,6 +394,13 @@ func (p *Hadar) markCritical(hj []*hadarJob, types []string, capacity map[string
 // place lays the jobs out in priority order (hj is sorted).
 func (p *Hadar) place(s *Snapshot, hj []*hadarJob, types []string, fluid bool) *Plan {
 	pool := newFreePool(s.Nodes)
+	for _, h := range hj {
+		if home, ok := p.probeHome[h.ID]; ok && pool.holds(home) {
+			for _, t := range home {
+				pool.useFor(h.Job, t)
+			}
+		}
+	}
 	// Pass 1: every job on its preferred type, critical jobs on the best type
 	// that has room. Jobs that stay on their current type are placed first
 	// so that they keep their nodes.
@@ -466,8 +481,115 @@ func (p *Hadar) place(s *Snapshot, hj []*hadarJob, types []string, fluid bool) *
 	}
 	if !s.NoPreemption {
 		defragment(pool, plan, hj, types)
+		p.probe(s, pool, plan, hj, types)
 	}
 	return plan
+}
+
+// measured reports whether the snapshot's rate of job j on gpuType is one
+// this cluster measured.
+func measured(s *Snapshot, j *Job, gpuType string) bool {
+	_, ok := s.Confirmed[j.Type][gpuType][j.Workers]
+	return ok
+}
+
+// keepProbes plans each job under a probe with its rate on the probed type
+// at (1 + Probe) times its value until that rate is measured, so that the
+// try lasts until then; after it, the job's types are ranked on what was
+// measured, and the GPUs held for its return are let go.
+func (p *Hadar) keepProbes(s *Snapshot, hj []*hadarJob, types []string) {
+	if len(p.probed) == 0 {
+		return
+	}
+	live := make(map[string]bool, len(hj))
+	for _, h := range hj {
+		live[h.ID] = true
+		name, ok := p.probing[h.ID]
+		if !ok {
+			continue
+		}
+		// h.rate may be the slice runnableJobs cached for the job's type
+		// and size; every job has copied it by now.
+		if t := indexOf(types, name); t >= 0 && h.rate[t] > 0 && !measured(s, h.Job, name) && p.Probe > 0 && s.Confirmed != nil {
+			h.rate[t] *= 1 + p.Probe
+			continue
+		}
+		delete(p.probing, h.ID)
+		delete(p.probeHome, h.ID)
+	}
+	for id := range p.probed {
+		if !live[id] {
+			delete(p.probed, id)
+			delete(p.probing, id)
+			delete(p.probeHome, id)
+		}
+	}
+}
+
+// probe is the plan's last pass with preemption: a critical job running on
+// a type whose rate for it this cluster measured moves to GPUs left free
+// this round of a type whose rate it has not measured and that would be
+// faster at (1 + Probe) times its value, and its GPUs are held for it until
+// the try is measured. Without it, a long job stays for its whole run on
+// the type an imported or prior rate put it on, since nothing measures the
+// other (Philly week 2 on 36:36:36 with --noise-rate 0.3: makespan up to
+// 1.5x Gavel's, docs/results.md). It displaces nobody, and each job tries
+// each type once.
+func (p *Hadar) probe(s *Snapshot, pool *freePool, plan *Plan, hj []*hadarJob, types []string) {
+	if p.Probe <= 0 || s.Confirmed == nil {
+		return
+	}
+	for _, h := range hj {
+		if pool.Total() == 0 {
+			return
+		}
+		tasks := plan.Assignments[h.ID]
+		cur := currentType(tasks)
+		if !h.critical || cur == "" || cur != currentType(h.Current) || !measured(s, h.Job, cur) {
+			continue
+		}
+		if _, ok := p.probing[h.ID]; ok {
+			continue
+		}
+		c := indexOf(types, cur)
+		best, bestRate := -1, h.rate[c]
+		for t, name := range types {
+			r := h.rate[t] * (1 + p.Probe)
+			if t == c || h.rate[t] <= 0 || r <= bestRate || pool.Free(name) < h.Workers || measured(s, h.Job, name) ||
+				slices.Contains(p.probed[h.ID], name) || h.RemainingSteps/h.rate[c]-h.RemainingSteps/r <= p.MigrationPenalty {
+				continue
+			}
+			best, bestRate = t, r
+		}
+		if best < 0 {
+			continue
+		}
+		for _, t := range tasks {
+			pool.releaseFor(h.Job, t)
+		}
+		moved := pool.placeOnType(h.Job, types[best])
+		if moved == nil {
+			for _, t := range tasks {
+				pool.useFor(h.Job, t)
+			}
+			continue
+		}
+		for _, t := range tasks {
+			pool.useFor(h.Job, t) // held for its return
+		}
+		plan.Assignments[h.ID] = moved
+		if p.probed == nil {
+			p.probed = map[string][]string{}
+		}
+		if p.probing == nil {
+			p.probing = map[string]string{}
+		}
+		if p.probeHome == nil {
+			p.probeHome = map[string][]Task{}
+		}
+		p.probing[h.ID], p.probeHome[h.ID] = types[best], tasks
+		p.probed[h.ID] = append(p.probed[h.ID], types[best])
+	}
 }
 
 // defragment is the plan's last pass: a waiting gang whose type has the

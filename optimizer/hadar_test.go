@@ -730,3 +730,101 @@ func TestHadarDefragment(t *testing.T) {
 		})
 	}
 }
+
+// TestHadarProbe: a critical running job whose rate on a type with free
+// GPUs this cluster has not measured, and might be the better one within
+// the probe bonus, tries that type once; measured, or out of reach of the
+// bonus, or without preemption, it stays.
+func TestHadarProbe(t *testing.T) {
+	// One job alone (so critical) running on its p100 node; a free v100
+	// node. Its p100 rate is measured; v100 is at v100Rate, measured or not.
+	snap := func(v100Rate float64, v100Measured bool) *Snapshot {
+		s := newSnapshot().node("p1", "p100", 4).node("v1", "v100", 4).
+			job("long", 4, 1e6, map[string]float64{"p100": 10, "v100": v100Rate}).s
+		s.Jobs[0].Current = []Task{{Node: "p1", Type: "p100", GPUs: 4}}
+		s.Confirmed = Throughputs{}
+		s.Confirmed.Set("type-long", "p100", 4, 10)
+		if v100Measured {
+			s.Confirmed.Set("type-long", "v100", 4, v100Rate)
+		}
+		return s
+	}
+	noConfirmed := snap(9, false)
+	noConfirmed.Confirmed = nil
+	noPreemption := snap(9, false)
+	noPreemption.NoPreemption = true
+	noPreemption.Jobs[0].NoStop = true
+	tests := []placementCase{
+		{name: "unmeasured and within the bonus: it tries the v100s", snap: snap(9, false), want: map[string]string{"long": "[v100:4]"}},
+		{name: "measured slower: it stays", snap: snap(9, true), want: map[string]string{"long": "[p100:4]"}},
+		{name: "beyond the bonus: it stays", snap: snap(7, false), want: map[string]string{"long": "[p100:4]"}},
+		{name: "off", opts: HadarOptions{Probe: -1}, snap: snap(9, false), want: map[string]string{"long": "[p100:4]"}},
+		{name: "the driver does not say what is measured", snap: noConfirmed, want: map[string]string{"long": "[p100:4]"}},
+		{name: "without preemption", snap: noPreemption, want: map[string]string{"long": "[p100:4]"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			checkPricesOnlyPlan(t, tc.opts, tc.snap, tc.want)
+		})
+	}
+}
+
+// TestHadarProbeRounds: a probe holds the job's GPUs until the tried rate is
+// measured (a waiting job does not take them), survives a restart of the
+// policy (its state), and once measured slower the job goes back and does
+// not try again.
+func TestHadarProbeRounds(t *testing.T) {
+	s := newSnapshot().node("p1", "p100", 4).node("v1", "v100", 4).
+		job("long", 4, 1e6, map[string]float64{"p100": 10, "v100": 9}).s
+	s.Jobs[0].Current = []Task{{Node: "p1", Type: "p100", GPUs: 4}}
+	s.Confirmed = Throughputs{}
+	s.Confirmed.Set("type-long", "p100", 4, 10)
+	p := NewHadar(Options{Hadar: HadarOptions{FluidEvery: -1}})
+	plan := func(s *Snapshot) map[string]string {
+		t.Helper()
+		got, err := p.Plan(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := Check(s, got); err != nil {
+			t.Fatal(err)
+		}
+		return placedTypes(got)
+	}
+	if diff := cmp.Diff(map[string]string{"long": "[v100:4]"}, plan(s)); diff != "" {
+		t.Fatalf("round 1 (-want +got):\n%s", diff)
+	}
+
+	// Round 2, after a restart: the job runs on the v100s, not yet measured
+	// there; a short 4-GPU job arrives and would take the p100 node.
+	saved, err := p.SaveState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = NewHadar(Options{Hadar: HadarOptions{FluidEvery: -1}})
+	if err := p.LoadState(saved); err != nil {
+		t.Fatal(err)
+	}
+	s.Now = s.Now.Add(s.Round)
+	s.Jobs[0].Current = []Task{{Node: "v1", Type: "v100", GPUs: 4}}
+	s.Throughput.Set("type-short", "p100", 4, 10)
+	s.Jobs = append(s.Jobs, Job{ID: "short", Type: "type-short", Workers: 4, Arrival: s.Now, TotalSteps: 100, RemainingSteps: 100, Weight: 1})
+	if diff := cmp.Diff(map[string]string{"long": "[v100:4]"}, plan(s)); diff != "" {
+		t.Errorf("round 2: the p100 node is held for the job under a probe (-want +got):\n%s", diff)
+	}
+
+	// Round 3: measured at 8 on the v100s; the short job has left. The job
+	// goes back, and stays there in round 4.
+	s.Jobs = s.Jobs[:1]
+	s.Now = s.Now.Add(s.Round)
+	s.Throughput.Set("type-long", "v100", 4, 8)
+	s.Confirmed.Set("type-long", "v100", 4, 8)
+	if diff := cmp.Diff(map[string]string{"long": "[p100:4]"}, plan(s)); diff != "" {
+		t.Errorf("round 3 (-want +got):\n%s", diff)
+	}
+	s.Now = s.Now.Add(s.Round)
+	s.Jobs[0].Current = []Task{{Node: "p1", Type: "p100", GPUs: 4}}
+	if diff := cmp.Diff(map[string]string{"long": "[p100:4]"}, plan(s)); diff != "" {
+		t.Errorf("round 4 (-want +got):\n%s", diff)
+	}
+}

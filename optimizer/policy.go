@@ -1,6 +1,7 @@
 package optimizer
 
 import (
+	"math"
 	"fmt"
 	"sort"
 	"strings"
@@ -86,12 +87,18 @@ type HadarOptions struct {
 	// the waiting one becomes the "longer" or the "smaller" as soon as the
 	// other has run a little. Negative: off.
 	Incumbency float64
+	// Probe: a critical running job whose rate on another GPU type this
+	// cluster has not measured, where that rate at (1 + Probe) times its
+	// value would beat the measured one of its current type, is moved to
+	// GPUs of that type left free in the round, once, until the rate is
+	// measured (Snapshot.Confirmed; with preemption only). Negative: off.
+	Probe float64
 }
 
 // DefaultHadarOptions are hadar's defaults, measured in docs/results.md.
 func DefaultHadarOptions() HadarOptions {
 	return HadarOptions{Critical: 0.9, PriceRounds: 60, FluidEvery: 10, LeadShare: 0.3, MinShare: 0.05, ShareTie: 0.02, Uncontended: 0.9,
-		LeadRemaining: 0.5, QuickShare: 0.05, Starvation: 6, FairDeadline: 0.9, Incumbency: 0.1}
+		LeadRemaining: 0.5, QuickShare: 0.05, Starvation: 6, FairDeadline: 0.9, Incumbency: 0.1, Probe: 0.3}
 }
 
 // withDefaults fills zero fields.
@@ -114,7 +121,7 @@ func (o HadarOptions) withDefaults() HadarOptions {
 	for _, f := range []struct {
 		v *float64
 		d float64
-	}{{&o.LeadRemaining, d.LeadRemaining}, {&o.QuickShare, d.QuickShare}, {&o.Starvation, d.Starvation}, {&o.FairDeadline, d.FairDeadline}, {&o.Incumbency, d.Incumbency}} {
+	}{{&o.LeadRemaining, d.LeadRemaining}, {&o.QuickShare, d.QuickShare}, {&o.Starvation, d.Starvation}, {&o.FairDeadline, d.FairDeadline}, {&o.Incumbency, d.Incumbency}, {&o.Probe, d.Probe}} {
 		switch {
 		case *f.v == 0:
 			*f.v = f.d
@@ -157,6 +164,9 @@ func (o HadarOptions) Validate() error {
 	}
 	if o.Incumbency >= 1 {
 		return fmt.Errorf("incumbency = %g: want a fraction in (0, 1), or negative for off", o.Incumbency)
+	}
+	if o.Probe > 4 || math.IsNaN(o.Probe) {
+		return fmt.Errorf("probe = %g: want a bonus in (0, 4], or negative for off", o.Probe)
 	}
 	if o.FluidEvery < -1 {
 		return fmt.Errorf("fluid_every = %d: want > 0, or -1 for no fluid LP", o.FluidEvery)

@@ -56,7 +56,7 @@ func LoadState(p Policy, b []byte) error {
 
 // hadarState is Hadar's bookkeeping: the last balanced prices (the next
 // round's start), the last fluid plan with its age, and the jobs' progress
-// in the virtual fair-sharing system (fairDeadlines).
+// in the virtual fair-sharing system (fairDeadlines), and its probes.
 type hadarState struct {
 	Prices map[string]float64            `json:"prices,omitempty"`
 	Share  map[string]map[string]float64 `json:"fluid_share,omitempty"`
@@ -65,12 +65,17 @@ type hadarState struct {
 	// FairDone is each job's fraction done under fair sharing as of FairAt.
 	FairDone map[string]float64 `json:"fair_done,omitempty"`
 	FairAt   time.Time          `json:"fair_at"`
+	// Probing is the GPU type each job is being tried on, ProbeHome the
+	// GPUs held for its return, Probed the types each job has tried.
+	Probing   map[string]string   `json:"probing,omitempty"`
+	ProbeHome map[string][]Task   `json:"probe_home,omitempty"`
+	Probed    map[string][]string `json:"probed,omitempty"`
 }
 
 // SaveState implements StatefulPolicy.
 func (p *Hadar) SaveState() ([]byte, error) {
 	return json.Marshal(hadarState{Prices: p.prices, Share: p.fluid.share, End: p.fluid.end, Age: p.fluid.age,
-		FairDone: p.fairDone, FairAt: p.fairAt})
+		FairDone: p.fairDone, FairAt: p.fairAt, Probing: p.probing, ProbeHome: p.probeHome, Probed: p.probed})
 }
 
 // LoadState implements StatefulPolicy.
@@ -82,6 +87,7 @@ func (p *Hadar) LoadState(b []byte) error {
 	p.prices = st.Prices
 	p.fluid = fluidPlan{share: st.Share, end: st.End, age: st.Age}
 	p.fairDone, p.fairAt = st.FairDone, st.FairAt
+	p.probing, p.probeHome, p.probed = st.Probing, st.ProbeHome, st.Probed
 	return nil
 }
 

@@ -166,6 +166,11 @@ type Snapshot struct {
 	// Jobs are the jobs waiting or running, in no particular order.
 	Jobs       []Job
 	Throughput Throughputs
+	// Confirmed holds the cells of Throughput that this cluster measured
+	// (learned values that took over from the prior's or an imported
+	// one); nil when the driver does not say, which turns Hadar's probes
+	// off.
+	Confirmed Throughputs
 	// FastestFirst optionally caches TypesFastestFirst for drivers that plan
 	// many rounds over the same matrix and cluster; nil means compute it.
 	FastestFirst []string

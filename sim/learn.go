@@ -90,6 +90,9 @@ type learner struct {
 	// known is what the store resolves (imported and learned); filled adds
 	// the prior; plan adds the exploration bonus to the prior's cells.
 	known, filled, plan optimizer.Throughputs
+	// observed holds the cells planned at what was learned here (the
+	// snapshot's Confirmed).
+	observed optimizer.Throughputs
 	changed             bool
 	eval                []cellKey
 	log                 []LearnPoint
@@ -200,6 +203,7 @@ func (l *learner) refit() {
 		}
 	}
 	l.known = known
+	l.observed = observed
 	l.filled = known
 	if l.opts.Prior != nil {
 		l.filled = l.opts.Prior(known, l.jobTypes, l.gpuTypes)

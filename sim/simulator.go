@@ -228,10 +228,11 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 		truth = cfg.Throughputs
 	}
 	planned := cfg.Throughputs
+	var confirmed optimizer.Throughputs // nil without learning: no probes
 	var learn *learner
 	if cfg.Learn != nil {
 		learn = newLearner(*cfg.Learn, cfg.Throughputs, truth, trace, capacity)
-		planned = learn.plan
+		planned, confirmed = learn.plan, learn.observed
 	}
 	jobs := make([]*simJob, len(trace))
 	stepNoise := stepFactors(len(trace), cfg.StepNoise, cfg.NoiseSeed)
@@ -322,6 +323,7 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 			Nodes:        nodes,
 			Jobs:         jobBuf[:len(active)],
 			Throughput:   planned,
+			Confirmed:    confirmed,
 			FastestFirst: fastestFirst,
 			MidRound:     mid,
 			NoPreemption: cfg.NoStop,
@@ -460,7 +462,7 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 			roundEnd = order[next].arrival
 		}
 		if learn != nil && learn.endRound(completed, roundEnd, completed != completedBefore) {
-			planned = learn.plan
+			planned, confirmed = learn.plan, learn.observed
 			fastestFirst = (&optimizer.Snapshot{Nodes: nodes, Throughput: planned}).TypesFastestFirst()
 		}
 		res.BusyGPUSecs += busy
