@@ -1,8 +1,8 @@
 package optimizer
 
 import (
-	"math"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"

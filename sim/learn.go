@@ -93,9 +93,9 @@ type learner struct {
 	// observed holds the cells planned at what was learned here (the
 	// snapshot's Confirmed).
 	observed optimizer.Throughputs
-	changed             bool
-	eval                []cellKey
-	log                 []LearnPoint
+	changed  bool
+	eval     []cellKey
+	log      []LearnPoint
 }
 
 func newLearner(opts Learning, imported, truth optimizer.Throughputs, trace []TraceJob, capacity map[string]int) *learner {
