@@ -482,8 +482,12 @@ func (b *Bridge) solve(ctx context.Context, log *slog.Logger, cfg config.Config,
 	// Exploration (explore): the cells this cluster has not confirmed (the
 	// prior's, and imported ones whose learned value has not taken over)
 	// are planned optimistically; progress is still measured against tp.
-	// Hadar's probes try such cells for critical jobs (Snapshot.Confirmed).
-	confirmed := b.confirmed(ctx, log, measured)
+	// Hadar's probes try such cells for critical jobs (Snapshot.Confirmed),
+	// only with preemption: without it the store is not read for them.
+	var confirmed optimizer.Throughputs
+	if cfg.Explore > 0 || cfg.Preemption {
+		confirmed = b.confirmed(ctx, log, measured)
+	}
 	planned := tp
 	if cfg.Explore > 0 {
 		planned = tp.Optimistic(confirmed, cfg.Explore)
