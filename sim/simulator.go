@@ -116,7 +116,8 @@ type Rules struct {
 	Events *Events
 	// StartCost is the time a job loses each time it starts running
 	// (first, again after a stop, or on other GPUs): Slurm's scheduling
-	// pass and the job's start-up. The job holds its GPUs meanwhile.
+	// pass and the job's start-up, paid over as many rounds as it takes.
+	// The job holds its GPUs meanwhile.
 	StartCost time.Duration
 }
 
@@ -194,6 +195,9 @@ type simJob struct {
 	maxCopies, copyRounds, copySum int
 	stops, moves                   int
 	gpuSecsByType                  map[string]float64
+	// startLeft is the start-up (Rules.StartCost) still to pay before the
+	// job trains: a start-up longer than the round carries over.
+	startLeft float64
 }
 
 // Run simulates jobs under cfg until every job completes. It is
@@ -393,10 +397,11 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 				j.firstStart = now
 			}
 			gpus := float64(optimizer.TaskGPUs(tasks))
-			lost := 0.0
 			if starts {
-				lost = min(cfg.StartCost.Seconds(), length)
+				j.startLeft = cfg.StartCost.Seconds()
 			}
+			lost := min(j.startLeft, length)
+			j.startLeft -= lost
 			ran := length - lost
 			before := j.left
 			steps := roundSteps(rate, ran)
@@ -527,7 +532,7 @@ func firstEvent(cfg *Config, truth optimizer.Throughputs, active []*simJob, plan
 		if rate <= 0 {
 			continue
 		}
-		lost := 0.0
+		lost := j.startLeft
 		if !sameTasks(j.Current, tasks) {
 			lost = cfg.StartCost.Seconds()
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/hadar-sched/hadar/profiles"
 	"github.com/hadar-sched/hadar/sim"
 	"github.com/hadar-sched/hadar/sim/daemonsim"
+	"github.com/hadar-sched/hadar/slurm/slurmsim"
 )
 
 const defaultPolicies = "hadar,gavel,gavel-makespan,gavel-ftf,las,yarn-cs,tiresias,elas"
@@ -106,6 +107,9 @@ func runSimulate(c *cli.Context) error {
 		}
 		return runSimulateDaemon(c)
 	}
+	if err := checkStartup(c); err != nil {
+		return err
+	}
 	thr, err := loadThroughputs(c.String("throughputs"))
 	if err != nil {
 		return err
@@ -186,7 +190,9 @@ func runSimulate(c *cli.Context) error {
 	}
 	var rules sim.Rules
 	if c.Bool("daemon-rules") {
-		rules = daemonsim.FastPathRules(daemonCfg, &opts)
+		timing := slurmsim.Measured(0)
+		timing.StartupDelay = c.Duration("startup")
+		rules = daemonsim.FastPathRules(daemonCfg, timing, &opts)
 	}
 	showProgress := c.Bool("progress") || (!c.IsSet("progress") && term.IsTerminal(int(os.Stderr.Fd())))
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/urfave/cli/v2"
@@ -250,6 +251,45 @@ func TestSimulateDaemonRules(t *testing.T) {
 	app := &cli.App{Name: "hadar", Commands: []*cli.Command{simulateCommand()}, Writer: &out, ErrWriter: &out, ExitErrHandler: func(*cli.Context, error) {}}
 	if err := app.Run([]string{"hadar", "simulate", "--daemon", "--daemon-rules", "--cluster", "v100=4"}); err == nil || !strings.Contains(err.Error(), "fast path") {
 		t.Errorf("--daemon --daemon-rules: got %v, want an error that says the flag is for the fast path", err)
+	}
+}
+
+// TestSimulateStartup: --startup is what every start costs a job on top of
+// Slurm's pass, so one job alone ends later by the difference; it is
+// refused where starts cost nothing (Gavel's model) and when negative.
+func TestSimulateStartup(t *testing.T) {
+	trace := filepath.Join(t.TempDir(), "one.trace")
+	f, err := os.Create(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := sim.TraceJob{JobType: "resnet50", Command: "python3 train.py", WorkingDir: "resnet50", NumStepsArg: "--steps", TotalSteps: 20000, ScaleFactor: 1, PriorityWeight: 1, SLO: -1}
+	if err := sim.WriteTrace(f, []sim.TraceJob{job}); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	run := func(args ...string) sim.Metrics {
+		return runSimulateCLI(t, append([]string{"--throughputs", "lambda", "--cluster", "a100=1", "--gpus-per-node", "1", "--trace", trace, "--policies", "yarn-cs", "--daemon-rules"}, args...)...).Policies["yarn-cs"]
+	}
+	measured, slow := run(), run("--startup", "10m")
+	if got, want := slow.AvgJCTS-measured.AvgJCTS, (10*time.Minute - time.Second).Seconds(); math.Abs(got-want) > 1 {
+		t.Errorf("--startup 10m: the job ends %.0f s later than with the toy job's 1 s start-up, want %.0f s", got, want)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--startup", "1m"}, "--daemon-rules"},
+		{[]string{"--daemon-rules", "--startup", "-1s"}, "negative"},
+		{[]string{"--daemon", "--startup", "-1s"}, "negative"},
+	} {
+		var out bytes.Buffer
+		app := &cli.App{Name: "hadar", Commands: []*cli.Command{simulateCommand()}, Writer: &out, ErrWriter: &out, ExitErrHandler: func(*cli.Context, error) {}}
+		args := append([]string{"hadar", "simulate", "--cluster", "v100=4", "--trace", trace}, tc.args...)
+		if err := app.Run(args); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want an error that says %q", tc.args, err, tc.want)
+		}
 	}
 }
 

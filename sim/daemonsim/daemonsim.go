@@ -423,11 +423,10 @@ func (s *setup) result(policy string, c *slurmsim.Cluster, n int, trace []sim.Tr
 // (opts, the policy's), rounds started early by completions and arrivals
 // (the daemon sees them at its next poll: half a poll interval later on
 // average; Gavel-style policies keep their round's choices then), and
-// every start costing Slurm's scheduling pass and the job's start-up as
-// measured (slurmsim.Measured). docs/fidelity.md has how close it comes to
-// the daemon path.
-func FastPathRules(cfg config.Config, opts *optimizer.Options) sim.Rules {
-	t := slurmsim.Measured(0)
+// every start costing Slurm's scheduling pass and the job's start-up of t
+// (slurmsim.Measured: the toy job's). docs/fidelity.md has how close it
+// comes to the daemon path.
+func FastPathRules(cfg config.Config, t slurmsim.Timing, opts *optimizer.Options) sim.Rules {
 	opts.MigrationPenalty = cfg.MigrationPenalty.Duration
 	return sim.Rules{Shaped: true, NoStop: !cfg.Preemption,
 		Events:    &sim.Events{Delay: cfg.PollInterval.Duration / 2},
