@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -142,15 +143,20 @@ func TestEventsStartRoundsEarly(t *testing.T) {
 	}
 }
 
-// Every start costs StartCost of the job's time, with its GPUs held.
+// Every start costs StartCost of the job's time, with its GPUs held, also
+// when it is longer than the round (--startup: a real job's start-up can
+// be): the rest is paid in the rounds that follow.
 func TestStartCost(t *testing.T) {
 	trace := []TraceJob{job(36000, 1, 0)}
 	cluster := Cluster{GPUs: map[string]int{"v100": 1}, GPUsPerNode: 1}
-	res, _ := runRules(t, "yarn-cs", Config{Cluster: cluster, Rules: Rules{StartCost: 2 * time.Second, Events: &Events{}}}, trace)
-	if got, want := res.Jobs[0].Completion, 3602.0; got != want {
-		t.Errorf("completion %g s, want %g (3600 s of work and a 2 s start)", got, want)
-	}
-	if got, want := res.BusyGPUSecs, 3602.0; got != want {
-		t.Errorf("busy GPU time %g s, want %g (the start holds the GPU)", got, want)
+	for _, start := range []time.Duration{2 * time.Second, 1000 * time.Second} {
+		res, _ := runRules(t, "yarn-cs", Config{Cluster: cluster, Rules: Rules{StartCost: start, Events: &Events{}}}, trace)
+		want := 3600 + start.Seconds()
+		if got := res.Jobs[0].Completion; math.Abs(got-want) > 1e-6 {
+			t.Errorf("start %s: completion %g s, want %g (3600 s of work and the start)", start, got, want)
+		}
+		if got := res.BusyGPUSecs; math.Abs(got-want) > 1e-6 {
+			t.Errorf("start %s: busy GPU time %g s, want %g (the start holds the GPU)", start, got, want)
+		}
 	}
 }
