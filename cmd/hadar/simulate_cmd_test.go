@@ -33,6 +33,19 @@ func runSimulateCLI(t *testing.T, args ...string) simulateOutput {
 	return res
 }
 
+// writeTraceFile writes jobs to path as a Gavel-format trace.
+func writeTraceFile(t *testing.T, path string, jobs []sim.TraceJob) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := sim.WriteTrace(f, jobs); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // writeGavelFile writes thr in Gavel's throughput format.
 func writeGavelFile(t *testing.T, path string, thr optimizer.Throughputs) {
 	t.Helper()
@@ -68,14 +81,7 @@ func TestSimulateLearnsForgottenType(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Create(tracePath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sim.WriteTrace(f, jobs); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	writeTraceFile(t, tracePath, jobs)
 	planPath := filepath.Join(dir, "lambda-less-a100.json")
 	writeGavelFile(t, planPath, forgetTypes(profiles.Lambda(), []string{"a100"}))
 
@@ -225,15 +231,8 @@ func TestSimulateConfigExplore(t *testing.T) {
 // refused where the daemon's own round runs.
 func TestSimulateDaemonRules(t *testing.T) {
 	trace := filepath.Join(t.TempDir(), "two.trace")
-	f, err := os.Create(trace)
-	if err != nil {
-		t.Fatal(err)
-	}
 	job := sim.TraceJob{JobType: "resnet50", Command: "python3 train.py", WorkingDir: "resnet50", NumStepsArg: "--steps", TotalSteps: 20000, ScaleFactor: 1, PriorityWeight: 1, SLO: -1}
-	if err := sim.WriteTrace(f, []sim.TraceJob{job, job}); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	writeTraceFile(t, trace, []sim.TraceJob{job, job})
 	preempt := writeSimConfig(t, "preemption = true\n")
 	run := func(args ...string) sim.Metrics {
 		return runSimulateCLI(t, append([]string{"--throughputs", "lambda", "--cluster", "a100=1", "--gpus-per-node", "1", "--trace", trace, "--policies", "las"}, args...)...).Policies["las"]
@@ -259,15 +258,8 @@ func TestSimulateDaemonRules(t *testing.T) {
 // refused where starts cost nothing (Gavel's model) and when negative.
 func TestSimulateStartup(t *testing.T) {
 	trace := filepath.Join(t.TempDir(), "one.trace")
-	f, err := os.Create(trace)
-	if err != nil {
-		t.Fatal(err)
-	}
 	job := sim.TraceJob{JobType: "resnet50", Command: "python3 train.py", WorkingDir: "resnet50", NumStepsArg: "--steps", TotalSteps: 20000, ScaleFactor: 1, PriorityWeight: 1, SLO: -1}
-	if err := sim.WriteTrace(f, []sim.TraceJob{job}); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	writeTraceFile(t, trace, []sim.TraceJob{job})
 	run := func(args ...string) sim.Metrics {
 		return runSimulateCLI(t, append([]string{"--throughputs", "lambda", "--cluster", "a100=1", "--gpus-per-node", "1", "--trace", trace, "--policies", "yarn-cs", "--daemon-rules"}, args...)...).Policies["yarn-cs"]
 	}
