@@ -150,7 +150,7 @@ func TestStartCost(t *testing.T) {
 	trace := []TraceJob{job(36000, 1, 0)}
 	cluster := Cluster{GPUs: map[string]int{"v100": 1}, GPUsPerNode: 1}
 	for _, start := range []time.Duration{2 * time.Second, 1000 * time.Second} {
-		res, _ := runRules(t, "yarn-cs", Config{Cluster: cluster, Rules: Rules{StartCost: start, Events: &Events{}}}, trace)
+		res, _ := runRules(t, "yarn-cs", Config{Cluster: cluster, Rules: Rules{StartCost: EveryJob(start), Events: &Events{}}}, trace)
 		want := 3600 + start.Seconds()
 		if got := res.Jobs[0].Completion; math.Abs(got-want) > 1e-6 {
 			t.Errorf("start %s: completion %g s, want %g (3600 s of work and the start)", start, got, want)

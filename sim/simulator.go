@@ -115,10 +115,10 @@ type Rules struct {
 	// simulator.
 	Events *Events
 	// StartCost is the time a job loses each time it starts running
-	// (first, again after a stop, or on other GPUs): Slurm's scheduling
-	// pass and the job's start-up, paid over as many rounds as it takes.
-	// The job holds its GPUs meanwhile.
-	StartCost time.Duration
+	// (first, again after a stop, or on other GPUs), by its model: Slurm's
+	// scheduling pass and the job's start-up, paid over as many rounds as
+	// it takes. The job holds its GPUs meanwhile.
+	StartCost StartCosts
 }
 
 // Events configures rounds started by completions and arrivals.
@@ -398,7 +398,7 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 			}
 			gpus := float64(optimizer.TaskGPUs(tasks))
 			if starts {
-				j.startLeft = cfg.StartCost.Seconds()
+				j.startLeft = cfg.StartCost.For(j.Type).Seconds()
 			}
 			lost := min(j.startLeft, length)
 			j.startLeft -= lost
@@ -534,7 +534,7 @@ func firstEvent(cfg *Config, truth optimizer.Throughputs, active []*simJob, plan
 		}
 		lost := j.startLeft
 		if !sameTasks(j.Current, tasks) {
-			lost = cfg.StartCost.Seconds()
+			lost = cfg.StartCost.For(j.Type).Seconds()
 		}
 		consider(lost + j.left/rate)
 	}

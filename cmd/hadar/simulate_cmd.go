@@ -107,7 +107,8 @@ func runSimulate(c *cli.Context) error {
 		}
 		return runSimulateDaemon(c)
 	}
-	if err := checkStartup(c); err != nil {
+	startup, err := startCosts(c)
+	if err != nil {
 		return err
 	}
 	thr, err := loadThroughputs(c.String("throughputs"))
@@ -190,9 +191,7 @@ func runSimulate(c *cli.Context) error {
 	}
 	var rules sim.Rules
 	if c.Bool("daemon-rules") {
-		timing := slurmsim.Measured(0)
-		timing.StartupDelay = c.Duration("startup")
-		rules = daemonsim.FastPathRules(daemonCfg, timing, &opts)
+		rules = daemonsim.FastPathRules(daemonCfg, slurmsim.Measured(0), startup, &opts)
 	}
 	showProgress := c.Bool("progress") || (!c.IsSet("progress") && term.IsTerminal(int(os.Stderr.Fd())))
 

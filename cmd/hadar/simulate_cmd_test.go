@@ -237,7 +237,9 @@ func TestSimulateDaemonRules(t *testing.T) {
 	run := func(args ...string) sim.Metrics {
 		return runSimulateCLI(t, append([]string{"--throughputs", "lambda", "--cluster", "a100=1", "--gpus-per-node", "1", "--trace", trace, "--policies", "las"}, args...)...).Policies["las"]
 	}
-	gavelModel, noStop, preempting := run(), run("--daemon-rules"), run("--daemon-rules", "--config", preempt)
+	// The toy job's start-up: ResNet-50's published 250 s would make each
+	// turn cost more than Gavel's model, where starts are free.
+	gavelModel, noStop, preempting := run(), run("--daemon-rules"), run("--daemon-rules", "--config", preempt, "--startup", "1s")
 	if noStop.AvgJCTS >= gavelModel.AvgJCTS {
 		t.Errorf("without preemption the first job should end first and lower the average JCT: %.0f s, Gavel's model %.0f s", noStop.AvgJCTS, gavelModel.AvgJCTS)
 	}
@@ -254,8 +256,9 @@ func TestSimulateDaemonRules(t *testing.T) {
 }
 
 // TestSimulateStartup: --startup is what every start costs a job on top of
-// Slurm's pass, so one job alone ends later by the difference; it is
-// refused where starts cost nothing (Gavel's model) and when negative.
+// Slurm's pass, by its model (by default Sia's published restart times), so
+// one job alone ends later by the difference; it is refused where starts
+// cost nothing (Gavel's model), when negative, and when it does not parse.
 func TestSimulateStartup(t *testing.T) {
 	trace := filepath.Join(t.TempDir(), "one.trace")
 	job := sim.TraceJob{JobType: "resnet50", Command: "python3 train.py", WorkingDir: "resnet50", NumStepsArg: "--steps", TotalSteps: 20000, ScaleFactor: 1, PriorityWeight: 1, SLO: -1}
@@ -263,9 +266,20 @@ func TestSimulateStartup(t *testing.T) {
 	run := func(args ...string) sim.Metrics {
 		return runSimulateCLI(t, append([]string{"--throughputs", "lambda", "--cluster", "a100=1", "--gpus-per-node", "1", "--trace", trace, "--policies", "yarn-cs", "--daemon-rules"}, args...)...).Policies["yarn-cs"]
 	}
-	measured, slow := run(), run("--startup", "10m")
-	if got, want := slow.AvgJCTS-measured.AvgJCTS, (10*time.Minute - time.Second).Seconds(); math.Abs(got-want) > 1 {
-		t.Errorf("--startup 10m: the job ends %.0f s later than with the toy job's 1 s start-up, want %.0f s", got, want)
+	toy := run("--startup", "1s")
+	for _, tc := range []struct {
+		startup []string
+		later   time.Duration // than with the toy job's 1 s
+	}{
+		{nil, 250*time.Second - time.Second}, // the default: Sia's ResNet-50 restart
+		{[]string{"--startup", "10m"}, 10*time.Minute - time.Second},
+		{[]string{"--startup", "ResNet-50=2m,*=5s"}, 2*time.Minute - time.Second},
+		{[]string{"--startup", "bert=2m,*=5s"}, 4 * time.Second},
+	} {
+		got := run(tc.startup...).AvgJCTS - toy.AvgJCTS
+		if math.Abs(got-tc.later.Seconds()) > 1 {
+			t.Errorf("%v: the job ends %.0f s later than with the toy job's 1 s start-up, want %.0f s", tc.startup, got, tc.later.Seconds())
+		}
 	}
 
 	for _, tc := range []struct {
@@ -275,6 +289,8 @@ func TestSimulateStartup(t *testing.T) {
 		{[]string{"--startup", "1m"}, "--daemon-rules"},
 		{[]string{"--daemon-rules", "--startup", "-1s"}, "negative"},
 		{[]string{"--daemon", "--startup", "-1s"}, "negative"},
+		{[]string{"--daemon-rules", "--startup", "resnet50=soon"}, "resnet50"},
+		{[]string{"--daemon-rules", "--startup", "resnet50=1s,ResNet-50=2s"}, "twice"},
 	} {
 		var out bytes.Buffer
 		app := &cli.App{Name: "hadar", Commands: []*cli.Command{simulateCommand()}, Writer: &out, ErrWriter: &out, ExitErrHandler: func(*cli.Context, error) {}}

@@ -39,7 +39,7 @@ func simulateDaemonFlags() []cli.Flag {
 		&cli.StringFlag{Name: "layout", Usage: "run hadar-slurmd's round on an in-memory Slurm of this test-cluster layout `FILE` (implies --daemon)"},
 		&cli.BoolFlag{Name: "daemon", Usage: "run hadar-slurmd's round on an in-memory Slurm (with --cluster: a generated layout of --gpus-per-node-GPU nodes), plus a slurm-only run"},
 		&cli.StringFlag{Name: "config", Usage: "the daemon's config `FILE` (hadar.toml): the policies' knobs ([policies.*]); with --daemon all of it (default: hadar-slurmd's defaults)"},
-		&cli.DurationFlag{Name: "startup", Value: slurmsim.Measured(0).StartupDelay, Usage: "with --daemon-rules or --daemon: what a job loses each time it starts or starts again, before it trains (its framework's start-up, loading its checkpoint, and the steps since that checkpoint), on top of Slurm's scheduling pass; the default is the toy job's, measured on the test cluster, and a real training job's is longer (docs/fidelity.md)"},
+		&cli.StringFlag{Name: "startup", Value: sim.PublishedStartup, Usage: "with --daemon-rules or --daemon: what a job loses each time it starts or starts again, before it trains (its framework's start-up, loading its checkpoint, the steps since that checkpoint), on top of Slurm's scheduling pass. `SPEC` is a duration for every job (1s: the toy job's, measured on the test cluster) or MODEL=DURATION,...,*=DURATION, where a MODEL matches the job types it begins (letters and digits, any case: resnet50 matches \"ResNet-50 (batch size 64)\") and * every other; the default is the restart times of Sia's published simulator (docs/fidelity.md)"},
 		&cli.DurationFlag{Name: "tick", Value: 2 * time.Second, Usage: "with --daemon: the jobs' progress report interval (toyjob's TOYJOB_TICK)"},
 		&cli.DurationFlag{Name: "daemon-start", Usage: "with --daemon: start the daemon's loop this long after the trace's start (a daemon that comes up while jobs are being submitted)"},
 		&cli.StringFlag{Name: "log", Usage: "with --daemon: write hadar-slurmd's log (its decisions, round by round, in virtual time) to `FILE`"},
@@ -112,7 +112,8 @@ func runSimulateDaemon(c *cli.Context) error {
 	if c.Duration("daemon-start") < 0 {
 		return fmt.Errorf("--daemon-start must not be negative, got %s", c.Duration("daemon-start"))
 	}
-	if err := checkStartup(c); err != nil {
+	startup, err := startCosts(c)
+	if err != nil {
 		return err
 	}
 	if c.Duration("tick") <= 0 {
@@ -142,9 +143,8 @@ func runSimulateDaemon(c *cli.Context) error {
 		logger = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	timing := slurmsim.Measured(c.Duration("tick"))
-	timing.StartupDelay = c.Duration("startup")
 	opts := daemonsim.Options{Layout: layout, Config: cfg, Planning: planning, Truth: truth,
-		Timing: timing, Untagged: untagged.jobs, UntaggedAt: untagged.at,
+		Timing: timing, Startup: &startup, Untagged: untagged.jobs, UntaggedAt: untagged.at,
 		DaemonStart: c.Duration("daemon-start"), Logger: logger}
 	out := simulateOutput{Trace: traceName, Truth: c.String("truth"), Cluster: map[string]int{}, RoundS: cfg.Round.Duration.Seconds(),
 		Policies: map[string]sim.Metrics{}, Layout: c.String("layout"), GPUTypes: map[string][]string{}}
@@ -239,17 +239,15 @@ func parseUntagged(s string) (untaggedJobs, error) {
 	return u, nil
 }
 
-// checkStartup rejects a negative --startup, and one given where no start
-// costs anything (Gavel's model, without --daemon-rules or --daemon).
-func checkStartup(c *cli.Context) error {
-	if !c.IsSet("startup") {
-		return nil
+// startCosts reads --startup, and rejects one given where no start costs
+// anything (Gavel's model, without --daemon-rules or --daemon).
+func startCosts(c *cli.Context) (sim.StartCosts, error) {
+	sc, err := sim.ParseStartCosts(c.String("startup"))
+	if err != nil {
+		return sim.StartCosts{}, fmt.Errorf("--startup: %w", err)
 	}
-	if d := c.Duration("startup"); d < 0 {
-		return fmt.Errorf("--startup must not be negative, got %s", d)
+	if c.IsSet("startup") && !daemonMode(c) && !c.Bool("daemon-rules") {
+		return sim.StartCosts{}, fmt.Errorf("--startup applies with --daemon-rules or --daemon: without them starts cost nothing, as in Gavel's simulator")
 	}
-	if !daemonMode(c) && !c.Bool("daemon-rules") {
-		return fmt.Errorf("--startup applies with --daemon-rules or --daemon: without them starts cost nothing, as in Gavel's simulator")
-	}
-	return nil
+	return sc, nil
 }

@@ -56,6 +56,9 @@ type Options struct {
 	Planning, Truth optimizer.Throughputs
 	// Timing is Slurm's and the jobs' (slurmsim.Measured when zero).
 	Timing slurmsim.Timing
+	// Startup, if set, is each job's start-up by its model (without
+	// Slurm's pass), in place of Timing.StartupDelay.
+	Startup *sim.StartCosts
 	// Untagged are jobs submitted UntaggedAt after the start of the
 	// daemon's run (after the trace's jobs of that time), beside the trace:
 	// other users' work. They are not in the metrics.
@@ -197,7 +200,11 @@ const tracePrefix = "trace-"
 func traceName(i int) string { return tracePrefix + strconv.Itoa(i) }
 
 func (s *setup) cluster(spool string) *slurmsim.Cluster {
-	return slurmsim.New(slurmsim.Config{Layout: s.opts.Layout, Start: s.start, Spool: spool, Rate: s.rate, Timing: s.opts.Timing})
+	cfg := slurmsim.Config{Layout: s.opts.Layout, Start: s.start, Spool: spool, Rate: s.rate, Timing: s.opts.Timing}
+	if s.opts.Startup != nil {
+		cfg.Startup = s.opts.Startup.For
+	}
+	return slurmsim.New(cfg)
 }
 
 func (s *setup) submit(c *slurmsim.Cluster, trace []sim.TraceJob, tagged bool) {
@@ -423,14 +430,14 @@ func (s *setup) result(policy string, c *slurmsim.Cluster, n int, trace []sim.Tr
 // (opts, the policy's), rounds started early by completions and arrivals
 // (the daemon sees them at its next poll: half a poll interval later on
 // average; Gavel-style policies keep their round's choices then), and
-// every start costing Slurm's scheduling pass and the job's start-up of t
-// (slurmsim.Measured: the toy job's). docs/fidelity.md has how close it
-// comes to the daemon path.
-func FastPathRules(cfg config.Config, t slurmsim.Timing, opts *optimizer.Options) sim.Rules {
+// every start costing Slurm's scheduling pass of t and the job's start-up
+// by its model (startup). docs/fidelity.md has how close it comes to the
+// daemon path.
+func FastPathRules(cfg config.Config, t slurmsim.Timing, startup sim.StartCosts, opts *optimizer.Options) sim.Rules {
 	opts.MigrationPenalty = cfg.MigrationPenalty.Duration
 	return sim.Rules{Shaped: true, NoStop: !cfg.Preemption,
 		Events:    &sim.Events{Delay: cfg.PollInterval.Duration / 2},
-		StartCost: t.SchedDelay + t.StartupDelay}
+		StartCost: startup.Plus(t.SchedDelay)}
 }
 
 // requeues splits a job's Slurm requeues (every run but its last ended by

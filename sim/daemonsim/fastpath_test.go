@@ -68,7 +68,7 @@ func fastPathAgrees(t *testing.T, name string, trace []sim.TraceJob, gpus map[st
 				cfg.Policy = policy
 
 				opts := cfg.PolicyOptions()
-				rules := FastPathRules(cfg, slurmsim.Measured(0), &opts)
+				rules := FastPathRules(cfg, slurmsim.Measured(0), sim.EveryJob(slurmsim.Measured(0).StartupDelay), &opts)
 				p, err := optimizer.New(policy, opts)
 				if err != nil {
 					t.Fatal(err)

@@ -70,6 +70,9 @@ type Config struct {
 	Spool string
 	// Rate is the truth for training jobs (JobSpec.Model).
 	Rate RateFunc
+	// Startup, if set, is a training job's start-up by its model, in place
+	// of Timing.StartupDelay (a real model's is longer than toyjob's).
+	Startup func(model string) time.Duration
 	Timing
 }
 

@@ -247,6 +247,30 @@ func TestTrainingReportsAndEnds(t *testing.T) {
 	}
 }
 
+// Config.Startup gives each model its own start-up in place of
+// StartupDelay: a job of a slow-starting model trains that much later.
+func TestTrainingStartupByModel(t *testing.T) {
+	c := demo(t, Timing{StartupDelay: time.Second, Tick: time.Second})
+	c.cfg.Startup = func(model string) time.Duration {
+		if model == "slow" {
+			return 5 * time.Second
+		}
+		return 0
+	}
+	slow := c.Submit(JobSpec{GPUsPerNode: 1, Model: "slow", Steps: 8}) // node1, v100: 4 steps/s
+	quick := c.Submit(JobSpec{GPUsPerNode: 1, Model: "quick", Steps: 8})
+	for c.Step() {
+	}
+	for _, tc := range []struct {
+		id   string
+		want float64
+	}{{slow, 5 + 2}, {quick, 0 + 2}} {
+		if rec := c.Job(tc.id); rec.State != Completed || !rec.End.Equal(at(tc.want)) {
+			t.Errorf("job %s ended %s at %v, want COMPLETED at %g s", tc.id, rec.State, rec.End.Sub(t0), tc.want)
+		}
+	}
+}
+
 func TestTrainingResumesAfterRequeue(t *testing.T) {
 	ctx := context.Background()
 	c := demo(t, Timing{Tick: time.Second})

@@ -19,7 +19,11 @@ func (c *Cluster) startTraining(j *Job, gpuType string) time.Time {
 		j.rate = c.cfg.Rate(j.Spec.Model, gpuType, workers)
 	}
 	j.resume = j.done
-	j.tickStart = c.now.Add(c.cfg.StartupDelay)
+	startup := c.cfg.StartupDelay
+	if c.cfg.Startup != nil {
+		startup = c.cfg.Startup(j.Spec.Model)
+	}
+	j.tickStart = c.now.Add(startup)
 	if j.rate <= 0 {
 		return j.tickStart // no rate: toyjob exits with an error
 	}
