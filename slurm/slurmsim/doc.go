@@ -26,8 +26,8 @@
 //     have no time limit. Nodes are chosen as cons_tres's best fit does (as
 //     observed): the usable nodes with the fewest free CPUs first, in layout
 //     order among equals.
-//   - Jobs that train like contrib/examples/toyjob: Config.StartupDelay after
-//     they start, every Config.Tick (plus Config.TickOverhead) they do
+//   - Jobs that train like contrib/examples/toyjob: Config.StartupDelay (or
+//     Config.Startup of their model) after they start, every Config.Tick (plus Config.TickOverhead) they do
 //     Rate(model, GPU type of their first node, workers) x that time in
 //     steps (toyjob paces itself by the clock) and
 //     report them in the spool's progress files (jobproto.ProgressPath's
