@@ -22,9 +22,10 @@ const PublishedStartup = "resnet50=250s, bert=120s, yolov3=80s, resnet18=50s, de
 // data pipeline's start-up, loading its checkpoint and the steps since that
 // checkpoint, and Slurm's scheduling pass.
 type StartCosts struct {
-	// Models are tried in order; the first whose Model begins the job's
-	// type (both folded: lower case, letters and digits only, so
-	// "resnet50" matches "ResNet-50 (batch size 64)") gives its Cost.
+	// Models give the cost of the job types they begin (both folded: lower
+	// case, letters and digits only, so "resnet50" matches "ResNet-50
+	// (batch size 64)"); where several do, the longest ("resnet50" before
+	// "resnet").
 	Models []ModelStartCost
 	// Other is the cost for a job no model matches.
 	Other time.Duration
@@ -92,12 +93,13 @@ func ParseStartCosts(spec string) (StartCosts, error) {
 // For is the start cost of a job of jobType.
 func (sc StartCosts) For(jobType string) time.Duration {
 	t := foldModel(jobType)
+	cost, matched := sc.Other, 0
 	for _, m := range sc.Models {
-		if strings.HasPrefix(t, m.Model) {
-			return m.Cost
+		if len(m.Model) > matched && strings.HasPrefix(t, m.Model) {
+			cost, matched = m.Cost, len(m.Model)
 		}
 	}
-	return sc.Other
+	return cost
 }
 
 // Plus adds d to every cost (Slurm's scheduling pass, paid at every start).

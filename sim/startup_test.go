@@ -62,6 +62,16 @@ func TestPublishedStartup(t *testing.T) {
 			t.Errorf("%s: %s, want %s", jobType, got, want)
 		}
 	}
+	// The longest model that begins the job type wins, in any order.
+	nested, err := ParseStartCosts("resnet=1m, resnet50=4m, *=5s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for jobType, want := range map[string]time.Duration{"ResNet-50 (batch size 64)": 4 * time.Minute, "ResNet-18 (batch size 32)": time.Minute, "LM": 5 * time.Second} {
+		if got := nested.For(jobType); got != want {
+			t.Errorf("resnet=1m, resnet50=4m: %s: %s, want %s", jobType, got, want)
+		}
+	}
 	if got := sc.Plus(time.Second).For("CycleGAN"); got != 31*time.Second {
 		t.Errorf("Plus(1s) for CycleGAN: %s, want 31s", got)
 	}
