@@ -20,7 +20,9 @@ const PublishedStartup = "resnet50=250s, bert=120s, yolov3=80s, resnet18=50s, de
 // StartCosts is the time a job loses each time it starts running (first,
 // again after a stop, or on other GPUs), by its model: its framework's and
 // data pipeline's start-up, loading its checkpoint and the steps since that
-// checkpoint, and Slurm's scheduling pass.
+// checkpoint. --startup and PublishedStartup are the job's part only;
+// Rules.StartCost adds Slurm's scheduling pass (Plus, in
+// daemonsim.FastPathRules).
 type StartCosts struct {
 	// Models give the cost of the job types they begin (both folded: lower
 	// case, letters and digits only, so "resnet50" matches "ResNet-50
