@@ -15,6 +15,8 @@
 //
 // (The commands' names and flags in every doc are also checked against
 // the CLI definitions, by the tests of cmd/hadar and cmd/hadar-slurmd.)
+// The hand-written summary tables of results.md are checked against the
+// generated tables they summarise (results_test.go).
 package docs
 
 import (
