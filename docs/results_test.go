@@ -46,7 +46,7 @@ func TestResultsSummariesMatchTables(t *testing.T) {
 		},
 	} {
 		t.Run(c.summary, func(t *testing.T) {
-			rows := summaryRows(t, between(t, text, c.summary, ""))
+			rows := summaryRows(between(t, text, c.summary, ""))
 			tables := policyTables(between(t, text, c.tables, c.tablesTo), c.level)
 			if len(rows) == 0 || len(rows) != len(tables) {
 				t.Fatalf("%d summary rows, %d tables under %q", len(rows), len(tables), c.tables)
@@ -101,8 +101,7 @@ func between(t *testing.T, text, heading, end string) string {
 
 // summaryRows returns the cells of the first table in text, without its
 // header and separator.
-func summaryRows(t *testing.T, text string) [][]string {
-	t.Helper()
+func summaryRows(text string) [][]string {
 	var rows [][]string
 	in := false
 	for _, line := range strings.Split(text, "\n") {
