@@ -118,11 +118,7 @@ func summaryRows(text string) [][]string {
 		if strings.HasPrefix(line, "|---") {
 			continue
 		}
-		var cells []string
-		for _, c := range strings.Split(strings.Trim(line, "|"), "|") {
-			cells = append(cells, strings.TrimSpace(c))
-		}
-		rows = append(rows, cells)
+		rows = append(rows, cells(line))
 	}
 	return rows
 }
@@ -144,16 +140,25 @@ func policyTables(text, level string) []policyTable {
 		if len(out) == 0 || !strings.HasPrefix(line, "| ") {
 			continue
 		}
-		cells := strings.Split(strings.Trim(line, "|"), "|")
-		if len(cells) < 3 {
+		c := cells(line)
+		if len(c) < 3 {
 			continue
 		}
-		a, errA := strconv.ParseFloat(strings.TrimSpace(cells[1]), 64)
-		b, errB := strconv.ParseFloat(strings.TrimSpace(cells[2]), 64)
+		a, errA := strconv.ParseFloat(c[1], 64)
+		b, errB := strconv.ParseFloat(c[2], 64)
 		if errA != nil || errB != nil {
 			continue
 		}
-		out[len(out)-1].rows[strings.TrimSpace(cells[0])] = [2]float64{a, b}
+		out[len(out)-1].rows[c[0]] = [2]float64{a, b}
+	}
+	return out
+}
+
+// cells returns a Markdown table row's cells, trimmed.
+func cells(line string) []string {
+	var out []string
+	for _, c := range strings.Split(strings.Trim(line, "|"), "|") {
+		out = append(out, strings.TrimSpace(c))
 	}
 	return out
 }
