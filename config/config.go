@@ -183,10 +183,11 @@ type HadarPolicyConfig struct {
 	FairDeadline float64 `toml:"fair_deadline"`
 	// Incumbency: a running job's remaining area counts this fraction less
 	// in the shortest-area order, and its remaining time this fraction
-	// more among the critical jobs and in the wide-gang rule, so that a
-	// waiting job stops it only when clearly smaller or longer (two
-	// near-equal jobs would otherwise take turns, a requeue each round);
-	// negative: off. Default 0.1.
+	// more among the critical jobs and in the whole-type gang rule (twice
+	// that on its preferred type), so that a waiting job stops it, or a
+	// running one on a slower type takes its type, only when clearly
+	// smaller or longer (two near-equal jobs would otherwise take turns, a
+	// requeue each round); negative: off. Default 0.1.
 	Incumbency float64 `toml:"incumbency"`
 	// Probe: a critical running job whose rate on another GPU type this
 	// cluster has not measured (the prior's, or an imported one not yet

@@ -171,4 +171,6 @@ func TestPlansGolden(t *testing.T) {
 const goldenHeader = "# Plans of every policy on seeded snapshots (optimizer/golden_test.go).\n" +
 	"# Produced by `go test ./optimizer -run TestPlansGolden -update` at commit f6aa8ab\n" +
 	"# (before the speed-ups of issue 14, build point 6); a change that only makes\n" +
-	"# planning faster must leave it as it is.\n"
+	"# planning faster must leave it as it is. Hadar's and HadarE's plans were\n" +
+	"# regenerated on 2026-12-06 for a change of policy (the whole-type gang chain\n" +
+	"# and the incumbency on a job's preferred type; 4 lines).\n"

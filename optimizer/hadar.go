@@ -161,12 +161,12 @@ func (p *Hadar) Plan(s *Snapshot) (*Plan, error) {
 		horizon = math.Max(horizon, h.fastest)
 	}
 	p.orderPrefs(hj, prices, horizon, totalGPUs(capacity))
-	p.setKeys(hj)
+	p.setKeys(hj, types)
 	p.markCritical(hj, types, capacity, horizon, fluid != nil)
 	if p.FairDeadline > 0 {
 		p.fairDeadlines(s, hj, load)
 	}
-	p.setKeys(hj) // markCritical may have changed remaining times
+	p.setKeys(hj, types) // markCritical may have changed remaining times
 	for _, h := range hj {
 		h.quick = !h.critical && h.fastest <= p.QuickShare*horizon
 		h.starving = p.Starvation > 0 && s.Elapsed(h.Job) >= p.Starvation*h.fairTime
@@ -337,14 +337,22 @@ func (p *Hadar) fairDeadlines(s *Snapshot, hj []*hadarJob, load float64) {
 // setKeys sets each job's keys of the two orders from its remaining time:
 // a running job's area counts Incumbency less and its remaining time
 // Incumbency more, so a waiting job displaces it only when it is clearly
-// smaller or longer, not when it is merely equal.
-func (p *Hadar) setKeys(hj []*hadarJob) {
+// smaller or longer, not when it is merely equal. A running job that holds
+// its preferred type counts its remaining time Incumbency more again: two
+// running critical jobs that prefer the same type would otherwise trade it
+// every round, since the one elsewhere has become the longer after a round
+// on the slower type (Philly week 5 draw 1 on 12:12:12: two 8-GPU gangs
+// swapped the V100s and the K80s, one of them moved 11,432 times).
+func (p *Hadar) setKeys(hj []*hadarJob, types []string) {
 	for _, h := range hj {
 		h.area = float64(h.Workers) * h.remaining / h.Weight
 		h.longest = h.remaining
 		if p.incumbent(h) {
 			h.area *= 1 - p.Incumbency
 			h.longest /= 1 - p.Incumbency
+			if currentType(h.Current) == types[h.prefs[0]] {
+				h.longest /= 1 - p.Incumbency
+			}
 		}
 	}
 }
@@ -361,16 +369,21 @@ func (h *hadarJob) preferFastest() {
 	h.remaining = h.fastest
 }
 
-// markCritical adds the critical jobs that chains of wide gangs make:
-// gangs wider than half a type's GPUs cannot run side by side there, so
-// their times add up, and when such a chain nears the horizon its longest
-// job becomes critical. Without a fluid plan, a critical job then wants its
-// fastest type (with one, the type the LP gives it).
+// markCritical adds the critical jobs that chains of whole-type gangs
+// make: a gang that needs every GPU of a type can start there only when
+// the type is empty, so no other work overlaps it and the times of such
+// gangs add up; when such a chain nears the horizon its longest job becomes
+// critical. A gang that leaves GPUs beside it (8 of 12) is not chained: it
+// starts while other jobs still run there, and chained such gangs ran
+// ahead of the one-GPU jobs queued beside them on production traces
+// (docs/results.md, "Measured on 2026-12-06, session 28"). Without a
+// fluid plan, a critical job then wants its fastest type (with one, the
+// type the LP gives it).
 func (p *Hadar) markCritical(hj []*hadarJob, types []string, capacity map[string]int, horizon float64, fluid bool) {
 	for t, name := range types {
 		chain, longest := 0.0, (*hadarJob)(nil)
 		for _, h := range hj {
-			if h.prefs[0] == t && 2*h.Workers > capacity[name] {
+			if h.prefs[0] == t && h.Workers >= capacity[name] {
 				chain += h.remaining
 				if longest == nil || h.longest > longest.longest {
 					longest = h

@@ -433,7 +433,7 @@ func TestHadarIncumbency(t *testing.T) {
 		return s
 	}
 	// One 8-GPU node and two 8-GPU gangs: they cannot run side by side,
-	// so the longer of the two is critical (the wide-gang chain) and runs.
+	// so the longer of the two is critical (the whole-type gang chain) and runs.
 	gangs := func(waiting float64) *Snapshot {
 		s := newSnapshot().node("v1", "v100", 8).
 			job("running", 8, 1000, map[string]float64{"v100": 1}).
@@ -447,7 +447,68 @@ func TestHadarIncumbency(t *testing.T) {
 		{name: "clearly smaller: it takes the GPU", snap: small(80), want: map[string]string{"long": "[v100:1]", "waiting": "[v100:1]"}},
 		{name: "a little longer gang: the running one stays", snap: gangs(1005), want: map[string]string{"running": "[v100:8]"}},
 		{name: "off: the longer gang takes the node", opts: HadarOptions{Incumbency: -1}, snap: gangs(1005), want: map[string]string{"waiting": "[v100:8]"}},
-		{name: "clearly longer gang: it takes the node", snap: gangs(1200), want: map[string]string{"waiting": "[v100:8]"}},
+		// 1,300 s: the running gang holds its preferred type, so its time
+		// counts Incumbency more twice (1,000 s as 1,235 s).
+		{name: "clearly longer gang: it takes the node", snap: gangs(1300), want: map[string]string{"waiting": "[v100:8]"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := tc.opts
+			opts.QuickShare, opts.FairDeadline = -1, -1
+			checkPricesOnlyPlan(t, opts, tc.snap, tc.want)
+		})
+	}
+}
+
+// TestHadarWholeTypeChain: gangs that need every GPU of a type cannot
+// overlap anything there, so their times add up: as a chain near the
+// horizon, the longest is critical and runs before shorter jobs. Gangs that
+// leave GPUs beside them are not chained and wait their turn by area. Each
+// case: two 8-GPU gangs of 500 s (no gang alone near the horizon, the two
+// together are) and 1-GPU jobs of 200 s, quick jobs and fair deadlines off.
+func TestHadarWholeTypeChain(t *testing.T) {
+	snap := func(nodes, small int) *Snapshot {
+		b := newSnapshot()
+		for i := 0; i < nodes; i++ {
+			b.node(fmt.Sprintf("v%d", i), "v100", 4)
+		}
+		b.job("a", 8, 500, map[string]float64{"v100": 1}).job("b", 8, 490, map[string]float64{"v100": 1})
+		for i := 0; i < small; i++ {
+			b.job(fmt.Sprintf("s%d", i), 1, 200, map[string]float64{"v100": 1})
+		}
+		return b.s
+	}
+	tests := []placementCase{
+		{name: "8 GPUs: the longer gang is critical and runs", snap: snap(2, 4), want: map[string]string{"a": "[v100:4 v100:4]"}},
+		{name: "12 GPUs: the small jobs run first", snap: snap(3, 5),
+			want: map[string]string{"s0": "[v100:1]", "s1": "[v100:1]", "s2": "[v100:1]", "s3": "[v100:1]", "s4": "[v100:1]"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := tc.opts
+			opts.QuickShare, opts.FairDeadline = -1, -1
+			checkPricesOnlyPlan(t, opts, tc.snap, tc.want)
+		})
+	}
+}
+
+// TestHadarIncumbencyOnPreferredType: two running whole-type gangs that both
+// prefer the V100s, one on them and one on the K80s (a tenth as fast). After
+// a round the one on the K80s is the longer; it takes the V100s only when
+// clearly longer. Before the rule the two traded types every round.
+func TestHadarIncumbencyOnPreferredType(t *testing.T) {
+	snap := func(onK80 float64) *Snapshot {
+		rates := map[string]float64{"v100": 1, "k80": 0.1}
+		s := newSnapshot().node("v1", "v100", 8).node("k1", "k80", 8).
+			job("fast", 8, 1000, rates).job("slow", 8, onK80, rates).s
+		s.Jobs[0].Current = []Task{{Node: "v1", Type: "v100", GPUs: 8}}
+		s.Jobs[1].Current = []Task{{Node: "k1", Type: "k80", GPUs: 8}}
+		return s
+	}
+	tests := []placementCase{
+		{name: "a little longer: both keep their types", snap: snap(1010), want: map[string]string{"fast": "[v100:8]", "slow": "[k80:8]"}},
+		{name: "clearly longer: they trade", snap: snap(1300), want: map[string]string{"fast": "[k80:8]", "slow": "[v100:8]"}},
+		{name: "off: they trade", opts: HadarOptions{Incumbency: -1}, snap: snap(1010), want: map[string]string{"fast": "[k80:8]", "slow": "[v100:8]"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -81,11 +81,12 @@ type HadarOptions struct {
 	FairDeadline float64
 	// Incumbency: a running job's remaining area counts this fraction less
 	// in the shortest-area order, and its remaining time this fraction more
-	// among the critical jobs (longest first) and in the wide-gang chain
-	// rule. Without it, two near-equal jobs take turns every round (each
-	// start paying the start-up cost; live, each turn is a Slurm requeue):
-	// the waiting one becomes the "longer" or the "smaller" as soon as the
-	// other has run a little. Negative: off.
+	// among the critical jobs (longest first) and in the whole-type gang chain
+	// rule, twice that if it runs on its preferred type. Without it, two
+	// near-equal jobs take turns every round (each start paying the start-up
+	// cost; live, each turn is a Slurm requeue): the waiting one, or the one
+	// on the slower type, becomes the "longer" or the "smaller" as soon as
+	// the other has run a little. Negative: off.
 	Incumbency float64
 	// Probe: a critical running job whose rate on another GPU type this
 	// cluster has not measured, where that rate at (1 + Probe) times its

@@ -74,4 +74,6 @@ func TestRunsGolden(t *testing.T) {
 const runsGoldenHeader = "# Fast-path simulations of every policy (sim/golden_test.go).\n" +
 	"# Produced by `go test ./sim -run TestRunsGolden -update` at commit f6aa8ab\n" +
 	"# (before the speed-ups of issue 14, build point 6); a change that only makes\n" +
-	"# planning faster must leave it as it is.\n"
+	"# planning faster must leave it as it is. Hadar's and HadarE's runs were\n" +
+	"# regenerated on 2026-12-06 for a change of policy (the whole-type gang chain\n" +
+	"# and the incumbency on a job's preferred type).\n"
