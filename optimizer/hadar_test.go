@@ -361,6 +361,19 @@ func checkPricesOnlyPlan(t *testing.T, opts HadarOptions, snap *Snapshot, want m
 	}
 }
 
+// checkWithoutQuickOrFair runs placement cases with quick jobs and fair
+// deadlines off, so that only the rules a case is about order the jobs.
+func checkWithoutQuickOrFair(t *testing.T, tests []placementCase) {
+	t.Helper()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := tc.opts
+			opts.QuickShare, opts.FairDeadline = -1, -1
+			checkPricesOnlyPlan(t, opts, tc.snap, tc.want)
+		})
+	}
+}
+
 // TestHadarFairDeadline: a long job that the horizon rule leaves waiting
 // becomes critical once it has fallen behind fair sharing. One 4-GPU v100
 // node: a 4-GPU gang of 30 h and four 1-GPU jobs of 20 h (horizon 50 h:
@@ -451,13 +464,7 @@ func TestHadarIncumbency(t *testing.T) {
 		// counts Incumbency more twice (1,000 s as 1,235 s).
 		{name: "clearly longer gang: it takes the node", snap: gangs(1300), want: map[string]string{"waiting": "[v100:8]"}},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			opts := tc.opts
-			opts.QuickShare, opts.FairDeadline = -1, -1
-			checkPricesOnlyPlan(t, opts, tc.snap, tc.want)
-		})
-	}
+	checkWithoutQuickOrFair(t, tests)
 }
 
 // TestHadarWholeTypeChain: gangs that need every GPU of a type cannot
@@ -483,13 +490,7 @@ func TestHadarWholeTypeChain(t *testing.T) {
 		{name: "12 GPUs: the small jobs run first", snap: snap(3, 5),
 			want: map[string]string{"s0": "[v100:1]", "s1": "[v100:1]", "s2": "[v100:1]", "s3": "[v100:1]", "s4": "[v100:1]"}},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			opts := tc.opts
-			opts.QuickShare, opts.FairDeadline = -1, -1
-			checkPricesOnlyPlan(t, opts, tc.snap, tc.want)
-		})
-	}
+	checkWithoutQuickOrFair(t, tests)
 }
 
 // TestHadarIncumbencyOnPreferredType: two running whole-type gangs that both
@@ -510,13 +511,7 @@ func TestHadarIncumbencyOnPreferredType(t *testing.T) {
 		{name: "clearly longer: they trade", snap: snap(1300), want: map[string]string{"fast": "[k80:8]", "slow": "[v100:8]"}},
 		{name: "off: they trade", opts: HadarOptions{Incumbency: -1}, snap: snap(1010), want: map[string]string{"fast": "[k80:8]", "slow": "[v100:8]"}},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			opts := tc.opts
-			opts.QuickShare, opts.FairDeadline = -1, -1
-			checkPricesOnlyPlan(t, opts, tc.snap, tc.want)
-		})
-	}
+	checkWithoutQuickOrFair(t, tests)
 }
 
 // TestHadarFairDeadlineIncumbency: a running job just under the
