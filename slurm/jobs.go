@@ -23,13 +23,13 @@ const (
 // the two fields users control, the job name (%j) and the comment (%k), come
 // last and have fixed widths, so a record is
 //
-//	<12 Slurm fields, each ending in '|'> <64 bytes of name> '|' <512 bytes of comment> '\n'
+//	<14 Slurm fields, each ending in '|'> <64 bytes of name> '|' <512 bytes of comment> '\n'
 //
 // and its end is found by counting bytes, never by looking at user text:
 // '|', quotes, newlines or a whole forged record inside a name or comment
 // stay inside that field. Longer names and comments are cut (see
 // Job.CommentTruncated).
-const JobFormat = "%A|%F|%K|%u|%T|%D|%V|%S|%M|%b|%N|%r|%64j|%512k"
+const JobFormat = "%A|%F|%K|%u|%T|%D|%V|%S|%M|%b|%N|%r|%Q|%E|%64j|%512k"
 
 // JobQueryArgs is the argv of the one command hadar runs to list jobs: every
 // partition (-a), one line per array task (-r, so pending tasks can be
@@ -52,8 +52,10 @@ type Job struct {
 	State string
 	// NumNodes is the number of nodes requested or allocated (%D).
 	NumNodes int
-	// SubmitTime and StartTime (expected start for pending jobs); zero when
-	// Slurm prints N/A or Unknown.
+	// SubmitTime and StartTime; zero when Slurm prints N/A or Unknown. For
+	// a pending job StartTime is its begin time while that is in the future
+	// (--begin, scontrol update StartTime=, the lease of job_submit.lua), or
+	// the start the backfill scheduler expects.
 	SubmitTime time.Time
 	StartTime  time.Time
 	// TimeUsed is the run time so far (%M).
@@ -69,6 +71,13 @@ type Job struct {
 	Nodes    []string
 	// Reason is why a pending job waits (JobHeldUser, Resources, ...); None otherwise.
 	Reason string
+	// Priority is the job's priority as the site's priority plugin computed
+	// it (%Q; multifactor: fairshare, age, QOS, partition, nice); 0 for a
+	// held job.
+	Priority int64
+	// Dependency is the job's remaining dependencies (%E, e.g.
+	// "afterok:12(unfulfilled)"); "" when it has none left.
+	Dependency string
 	// Name and Comment are user text, byte for byte (possibly not UTF-8),
 	// without squeue's padding. "(null)" (no comment) reads as "".
 	Name    string
@@ -258,6 +267,16 @@ func buildJob(get func(string) (string, bool), commentWidth int) (job Job, errs 
 	}
 	if v, ok := get("r"); ok {
 		job.Reason = v
+	}
+	if v, ok := get("Q"); ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			soft("%Q", v, fmt.Errorf("%w: priority is not a number", ErrMalformed))
+		}
+		job.Priority = n
+	}
+	if v, ok := get("E"); ok && v != "(null)" {
+		job.Dependency = v
 	}
 	if v, ok := get("j"); ok {
 		job.Name = v

@@ -50,7 +50,7 @@ func squeueEmulator(t testing.TB, format string, rows ...map[string]string) []by
 // row is a squeue record with sensible defaults for JobFormat's letters.
 func row(id string, kv ...string) map[string]string {
 	r := map[string]string{"A": id, "F": id, "K": "N/A", "u": "alice", "T": "PENDING", "D": "1",
-		"V": "2026-11-29T14:40:52", "S": "N/A", "M": "0:00", "b": "gres:gpu:1", "N": "", "r": "JobHeldUser",
+		"V": "2026-11-29T14:40:52", "S": "N/A", "M": "0:00", "b": "gres:gpu:1", "N": "", "r": "BeginTime", "Q": "4294901759", "E": "(null)",
 		"j": "train", "k": "hadar model=resnet50"}
 	for i := 0; i+1 < len(kv); i += 2 {
 		r[kv[i]] = kv[i+1]
@@ -60,7 +60,7 @@ func row(id string, kv ...string) map[string]string {
 
 func TestJobQueryArgs(t *testing.T) {
 	want := []string{"squeue", "-h", "-a", "-r", "-t", "PD,R,S,CG,CF", "-o",
-		"%A|%F|%K|%u|%T|%D|%V|%S|%M|%b|%N|%r|%64j|%512k"}
+		"%A|%F|%K|%u|%T|%D|%V|%S|%M|%b|%N|%r|%Q|%E|%64j|%512k"}
 	if diff := cmp.Diff(want, JobQueryArgs); diff != "" {
 		t.Errorf("JobQueryArgs (-want +got):\n%s", diff)
 	}
@@ -82,7 +82,7 @@ func TestJobQueryArgs(t *testing.T) {
 func TestParseJobs(t *testing.T) {
 	submit := time.Date(2026, 11, 29, 14, 40, 52, 0, time.Local)
 	pending := Job{JobID: "7", ArrayJobID: "7", User: "alice", State: "PENDING", NumNodes: 1, SubmitTime: submit,
-		GresRaw: "gres:gpu:1", Gres: []GRES{{Name: "gpu", Count: 1}}, Reason: "JobHeldUser", Name: "train",
+		GresRaw: "gres:gpu:1", Gres: []GRES{{Name: "gpu", Count: 1}}, Reason: "BeginTime", Priority: 4294901759, Name: "train",
 		Comment: "hadar model=resnet50"}
 	with := func(j Job, f func(*Job)) Job { f(&j); return j }
 
@@ -114,6 +114,10 @@ func TestParseJobs(t *testing.T) {
 			[]Job{with(pending, func(j *Job) { j.JobID, j.ArrayJobID = "8", "8" })}, []error{ErrMalformed}},
 		{"bad state skipped", []map[string]string{row("7", "T", "running now")}, nil, []error{ErrMalformed}},
 		{"duplicate", []map[string]string{row("7"), row("7", "k", "other")}, []Job{pending}, []error{ErrDuplicate}},
+		{"held, waiting on a dependency", []map[string]string{row("7", "r", "JobHeldAdmin", "Q", "0", "E", "afterok:6(unfulfilled)")},
+			[]Job{with(pending, func(j *Job) { j.Reason, j.Priority, j.Dependency = "JobHeldAdmin", 0, "afterok:6(unfulfilled)" })}, nil},
+		{"bad priority keeps the job, incomplete", []map[string]string{row("7", "Q", "high")},
+			[]Job{with(pending, func(j *Job) { j.Priority, j.Incomplete = 0, true })}, []error{ErrMalformed}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
