@@ -102,11 +102,16 @@ func (r RoundReport) PassedThrough() int {
 	if r.DryRun {
 		return r.Count(DecidePassThrough)
 	}
+	// Handed over: its lease ended (StartTime=now, or its own begin time)
+	// or hadar's hold released.
 	released := map[string]bool{}
 	for _, res := range r.Results {
-		if res.Action.Kind == ActRelease && res.Err == nil {
-			for _, id := range res.Sent {
-				released[id] = true
+		switch res.Action.Kind {
+		case ActRelease, ActStartNow, ActBegin:
+			if res.Err == nil {
+				for _, id := range res.Sent {
+					released[id] = true
+				}
 			}
 		}
 	}
@@ -139,7 +144,11 @@ type Bridge struct {
 	// since: what fail-open releases first, without another squeue.
 	lastQueue []slurm.Job
 	nodesSeen map[string]string // nodes at the last look -> raw state
-	tick      atomic.Int64      // unix ns of Run's last loop turn (Alive)
+	// leased are the jobs the last round left waiting for hadar (waiting
+	// and not placed, held by their owner, waiting for a dependency):
+	// the polls between rounds renew their leases.
+	leased    map[string]bool
+	tick      atomic.Int64 // unix ns of Run's last loop turn (Alive)
 	started   time.Time
 	ranOn     map[string][]string // tagged jobs -> nodes they were last seen running on
 	staleGres map[string]int      // nodes whose GresUsed counts GPUs no job holds -> count warned about
@@ -403,7 +412,7 @@ func (b *Bridge) cycle(ctx context.Context, midRound bool) (RoundReport, error) 
 		},
 		Throughput: tp, Placed: placed, RanOn: b.ranOn,
 		Notes:  func(id, msg string) { log.Debug("job note", "job", id, "note", msg) },
-		Retype: b.retype(ctx, log), Requested: requested,
+		Retype: b.retype(ctx, log), Requested: requested, Lease: cfg.Lease.Duration,
 	})
 	b.noteRanOn(view)
 	b.warnStaleGres(log, view)
@@ -507,7 +516,8 @@ func (b *Bridge) solve(ctx context.Context, log *slog.Logger, cfg config.Config,
 		log.Error("policy failed; this round only passes jobs through", "policy", policy.Name(), "err", perr)
 		plan = nil
 	}
-	params := DeriveParams{MigrationPenalty: cfg.MigrationPenalty.Duration, Preemption: cfg.Preemption, LaunchTimeout: cfg.LaunchTimeout.Duration}
+	params := DeriveParams{MigrationPenalty: cfg.MigrationPenalty.Duration, Preemption: cfg.Preemption,
+		LaunchTimeout: cfg.LaunchTimeout.Duration, Lease: cfg.Lease.Duration}
 	der, derr := Derive(view, snap, plan, params)
 	if derr != nil {
 		rep.PlanError = derr
@@ -722,6 +732,15 @@ func (b *Bridge) setLastSeen(v *View) {
 		}
 	}
 	b.lastSeen = seen
+	b.leased = map[string]bool{}
+	for _, j := range v.Jobs {
+		switch j.Class {
+		case ClassWaiting, ClassHeld, ClassNotReady:
+			if !j.PriorityHeld {
+				b.leased[j.ID] = true
+			}
+		}
+	}
 	nodes := map[string]string{}
 	for _, n := range v.Nodes {
 		nodes[n.Name] = n.State + "|" + fmt.Sprint(n.Schedulable)
@@ -780,7 +799,41 @@ func (b *Bridge) poll(ctx context.Context) (bool, error) {
 	}
 	b.lastSeen = seen
 	b.lastQueue = jobs
+	b.renewLeases(ctx, jobs)
 	return changed, nil
+}
+
+// renewLeases renews, in one scontrol update, the leases of the jobs the
+// last round left waiting for hadar that have less than half a lease left,
+// so that none starts under Slurm alone while hadar runs, whatever the
+// round's length. A job whose user's own begin time is ahead is left as it
+// is. Called by poll, with cycleMu held.
+func (b *Bridge) renewLeases(ctx context.Context, jobs []slurm.Job) {
+	cfg, _ := b.current()
+	if cfg.DryRun || len(b.leased) == 0 {
+		return
+	}
+	lease, now := cfg.Lease.Duration, b.deps.Clock.Now()
+	var due []string
+	for _, j := range jobs {
+		id := j.ID()
+		if !b.leased[id] || j.State != "PENDING" || hadarHoldReasons[j.Reason] {
+			continue
+		}
+		l := ReadLease(j, now, lease)
+		if l.UserBegin.IsZero() && LeaseDue(l.Until, now, lease) {
+			due = append(due, id)
+		}
+	}
+	if len(due) == 0 {
+		return
+	}
+	sort.Strings(due)
+	if err := b.deps.Cluster.UpdateJobs(ctx, due, LeaseArg(lease)); err != nil {
+		b.log.Warn("could not renew leases; the next poll tries again", "jobs", len(due), "err", err)
+		return
+	}
+	b.log.Debug("renewed leases", "jobs", len(due), "lease", lease)
 }
 
 // Run runs rounds until ctx ends: one at once, then every round, and early
@@ -882,80 +935,112 @@ func (b *Bridge) backoff(n int) time.Duration {
 	return min(d, b.backoffMax)
 }
 
-// ReleaseAll hands every held tagged job to Slurm's own scheduler
+// ReleaseAll hands every tagged job hadar holds to Slurm's own scheduler
 // (fail-open: what the daemon does when it stops, and `hadar-slurmd
-// --release-all`). In a dry run it only logs. It returns the ids it
-// released.
+// --release-all`): the jobs on hadar's lease get StartTime=now, those whose
+// user's own begin time is ahead get it back, and those in hadar's own hold
+// (a migration cut short) are released too. Holds of owners and admins
+// stay. Without it the leases run out by themselves within a lease. In a
+// dry run it only logs. It returns the ids it handed over.
 //
-// A stopping daemon first releases the jobs its last poll saw held, if no
-// round has acted since (at most one poll interval old): one scontrol
-// instead of an squeue and a scontrol, which on a busy slurmctld is the
-// difference between ~0.1 and ~0.5 s. Then one squeue finds what is still
-// held (jobs submitted since the poll, or a first release that failed) and
-// releases that. A queue with copies jobs takes the second path only: its
-// one-copy rule (failOpen) needs the queue as it is.
+// A copies job (copies.go) keeps its copies on distinct nodes only under
+// hadar: Slurm gets one task of it (failOpen); the others keep their lease
+// until it runs out.
 func (b *Bridge) ReleaseAll(ctx context.Context) ([]string, error) {
 	cfg, _ := b.current()
 	b.cycleMu.Lock()
-	last := b.lastQueue
-	b.lastQueue = nil // used once: a retry looks at the queue
+	b.lastQueue = nil
 	b.cycleMu.Unlock()
-	var results []ActionResult
-	var released []string
-	if early := heldTagged(last); !cfg.DryRun && len(early) > 0 && !hasCopies(last) {
-		err := b.deps.Cluster.Release(ctx, early...)
-		results = append(results, ActionResult{Action: Action{Kind: ActRelease, JobIDs: early}, Sent: early, Err: err})
-		if err == nil {
-			released = early
-			// Logged when it happens: the queue query below can take
-			// longer on a busy slurmctld than this release did.
-			b.log.Info("release all: released the jobs the last poll saw held", "jobs", len(early), "ids", early)
-		} else {
-			b.log.Warn("release all: releasing the jobs the last poll saw held failed; looking at the queue", "err", err)
-		}
-	}
 	jobs, err := b.deps.Cluster.Jobs(ctx)
 	if err != nil {
-		b.recordReleaseAll(ctx, results)
-		return released, fmt.Errorf("release all: %w", err)
+		return nil, fmt.Errorf("release all: %w", err)
 	}
-	ids := hadarE.failOpen(jobs, heldTagged(jobs)) // a copies job goes on as one copy (copies.go)
-	sort.Strings(ids)
-	if len(ids) == 0 && len(released) == 0 {
-		b.log.Info("release all: no held hadar jobs")
+	actions, ids := failOpenActions(jobs, b.deps.Clock.Now(), cfg.Lease.Duration)
+	if len(ids) == 0 {
+		b.log.Info("release all: no tagged job waits for hadar")
 		return nil, nil
 	}
 	if cfg.DryRun {
-		b.log.Info("dry run: would release every held hadar job", "command", Action{Kind: ActRelease, JobIDs: ids}.String())
+		for _, a := range actions {
+			b.log.Info("dry run: would hand the jobs to Slurm", "command", a.String())
+		}
 		return nil, nil
 	}
-	if len(ids) > 0 {
-		err = b.deps.Cluster.Release(ctx, ids...)
-		results = append(results, ActionResult{Action: Action{Kind: ActRelease, JobIDs: ids}, Sent: ids, Err: err})
-	}
-	b.recordReleaseAll(ctx, results)
-	if err != nil {
-		return released, fmt.Errorf("release all (%d jobs): %w", len(ids), err)
-	}
-	if len(ids) > 0 {
-		b.log.Info("release all: released the held jobs the queue showed", "jobs", len(ids), "ids", ids)
-	}
-	released = append(released, ids...)
-	sort.Strings(released)
-	b.log.Info("released every held hadar job to Slurm's scheduler", "jobs", len(released), "ids", released)
-	return released, nil
-}
-
-// heldTagged returns the tagged jobs of the queue that are held.
-func heldTagged(jobs []slurm.Job) []string {
-	var ids []string
-	for _, j := range jobs {
-		if jobproto.IsTagged(j.Comment) && j.State == "PENDING" && heldReasons[j.Reason] {
-			ids = append(ids, j.ID())
+	var results []ActionResult
+	var errs []error
+	for _, a := range actions {
+		var err error
+		switch a.Kind {
+		case ActRelease:
+			err = b.deps.Cluster.Release(ctx, a.JobIDs...)
+		case ActBegin:
+			err = b.deps.Cluster.UpdateJobs(ctx, a.JobIDs, BeginArg(a.At))
+		default:
+			err = b.deps.Cluster.UpdateJobs(ctx, a.JobIDs, "StartTime=now")
+		}
+		results = append(results, ActionResult{Action: a, Sent: a.JobIDs, Err: err})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", a, err))
 		}
 	}
+	b.recordReleaseAll(ctx, results)
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("release all (%d jobs): %w", len(ids), err)
+	}
+	b.log.Info("handed every tagged job hadar held to Slurm's scheduler", "jobs", len(ids), "ids", ids)
+	return ids, nil
+}
+
+// failOpenActions are ReleaseAll's updates for the queue jobs at now: the
+// end of hadar's leases (StartTime=now), the user's own begin times back
+// (one update per time), and the release of hadar's own holds. ids are the
+// jobs they hand over.
+func failOpenActions(jobs []slurm.Job, now time.Time, lease time.Duration) (actions []Action, ids []string) {
+	var candidates []string
+	for _, j := range jobs {
+		if !jobproto.IsTagged(j.Comment) || j.State != "PENDING" {
+			continue
+		}
+		if hadarHoldReasons[j.Reason] || !ReadLease(j, now, lease).Until.IsZero() {
+			candidates = append(candidates, j.ID())
+		}
+	}
+	sort.Strings(candidates)
+	keep := map[string]bool{}
+	for _, id := range hadarE.failOpen(jobs, candidates) {
+		keep[id] = true
+	}
+	byBegin := map[time.Time][]string{}
+	var start, release []string
+	for _, j := range jobs {
+		id := j.ID()
+		if !keep[id] {
+			continue
+		}
+		ids = append(ids, id)
+		if l := ReadLease(j, now, lease); !l.UserBegin.IsZero() {
+			byBegin[l.UserBegin] = append(byBegin[l.UserBegin], id)
+		} else if !l.Until.IsZero() {
+			start = append(start, id)
+		}
+		if hadarHoldReasons[j.Reason] {
+			release = append(release, id)
+		}
+	}
+	for _, t := range slices.SortedFunc(maps.Keys(byBegin), time.Time.Compare) {
+		sort.Strings(byBegin[t])
+		actions = append(actions, Action{Kind: ActBegin, JobIDs: byBegin[t], At: t})
+	}
+	if len(start) > 0 {
+		sort.Strings(start)
+		actions = append(actions, Action{Kind: ActStartNow, JobIDs: start})
+	}
+	if len(release) > 0 {
+		sort.Strings(release)
+		actions = append(actions, Action{Kind: ActRelease, JobIDs: release})
+	}
 	sort.Strings(ids)
-	return ids
+	return actions, ids
 }
 
 // hasCopies reports whether the queue holds a task of a copies job.
@@ -1031,20 +1116,31 @@ func roundWrite(cfg config.Config, rep RoundReport, view *View, progress map[str
 		}
 	}
 	if !cfg.DryRun {
-		released := map[string]bool{}
+		// A job is placed once its NodeList and its StartTime=now went
+		// through (and the release of hadar's own hold, if it had one).
+		started, unreleased := map[string]bool{}, map[string]bool{}
 		placedOK := map[string][]string{}
 		for _, r := range rep.Results {
 			switch {
 			case r.Action.Kind == ActPlace && r.Err == nil && len(r.Sent) == 1:
 				placedOK[r.Sent[0]] = r.Action.Nodes
-			case r.Action.Kind == ActRelease && r.Err == nil:
+			case r.Action.Kind == ActStartNow && r.Err == nil:
 				for _, id := range r.Sent {
-					released[id] = true
+					started[id] = true
+				}
+			case r.Action.Kind == ActRelease:
+				for _, id := range append(slices.Clone(r.Skipped), r.Refused...) {
+					unreleased[id] = true
+				}
+				if r.Err != nil {
+					for _, id := range r.Sent {
+						unreleased[id] = true
+					}
 				}
 			}
 		}
 		for id, nodes := range placedOK {
-			if released[id] {
+			if started[id] && !unreleased[id] {
 				w.Placed[id] = statedb.Placement{Nodes: nodes, ReleasedAt: now}
 			}
 		}

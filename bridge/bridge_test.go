@@ -108,7 +108,7 @@ func (h *harness) cycle(b *Bridge) RoundReport {
 
 const resnet = "hadar model=resnet50-bs64 steps=100000"
 
-func TestCyclePlacesAndReleases(t *testing.T) {
+func TestCyclePlacesAndStarts(t *testing.T) {
 	h := newHarness(t, nil)
 	var tagged []string
 	for i := range 4 {
@@ -127,11 +127,12 @@ func TestCyclePlacesAndReleases(t *testing.T) {
 	}
 	for _, id := range tagged {
 		j := h.fc.job(id)
-		if j.state != "RUNNING" || !sameNodes(j.nodes, j.reqNodes) || j.releases != 1 {
-			t.Errorf("job %s: %s on %v (asked %v), released %d times", id, j.state, j.nodes, j.reqNodes, j.releases)
+		if j.state != "RUNNING" || !sameNodes(j.nodes, j.reqNodes) || j.releases != 0 || h.fc.updates(id, "StartTime=now") != 1 {
+			t.Errorf("job %s: %s on %v (asked %v), released %d times, started %d times", id, j.state, j.nodes, j.reqNodes, j.releases, h.fc.updates(id, "StartTime=now"))
 		}
 	}
-	// One release for all; one NodeList per job; nothing for untagged jobs.
+	// One StartTime=now for all, no release (a lease is not a hold); one
+	// NodeList per job; nothing for untagged jobs.
 	releases := 0
 	for _, c := range h.fc.Calls() {
 		if strings.HasPrefix(c, "Release ") {
@@ -143,8 +144,8 @@ func TestCyclePlacesAndReleases(t *testing.T) {
 			}
 		}
 	}
-	if releases != 1 {
-		t.Errorf("%d release calls, want 1: %v", releases, h.fc.Calls())
+	if releases != 0 {
+		t.Errorf("%d release calls, want none: %v", releases, h.fc.Calls())
 	}
 	// Bounded reads: one squeue and one node query per round.
 	if h.fc.jobsCalls != 1 || h.fc.nodesCalls != 1 {
@@ -188,15 +189,15 @@ func TestPassThroughOnce(t *testing.T) {
 	b := h.bridge()
 	h.cycle(b)
 	j := h.fc.job(bad)
-	if j.held || j.releases != 1 || !strings.Contains(j.admin, "copies") || !strings.HasSuffix(j.admin, "released to Slurm's scheduler") {
-		t.Fatalf("bad-tag job: held %v, releases %d, admin comment %q", j.held, j.releases, j.admin)
+	if h.fc.leased(bad) || h.fc.updates(bad, "StartTime=now") != 1 || !strings.Contains(j.admin, "copies") || !strings.HasSuffix(j.admin, "released to Slurm's scheduler") {
+		t.Fatalf("bad-tag job: leased %v, lease ended %d times, admin comment %q", h.fc.leased(bad), h.fc.updates(bad, "StartTime=now"), j.admin)
 	}
 	for range 3 {
 		h.clock.advance(time.Minute)
 		h.cycle(b)
 	}
-	if j := h.fc.job(bad); j.releases != 1 {
-		t.Errorf("bad-tag job released %d times", j.releases)
+	if n := h.fc.updates(bad, "StartTime=now"); n != 1 || j.releases != 0 {
+		t.Errorf("bad-tag job's lease ended %d times, released %d times", n, j.releases)
 	}
 }
 
@@ -210,6 +211,9 @@ func TestRestartSafety(t *testing.T) {
 		{"jobs released, not started yet", false, false},
 		{"jobs released, database lost", false, true},
 	} {
+		// Without the database a job hadar started that Slurm has not
+		// started yet reads as one whose lease ran out: hadar places it
+		// again (once), which is harmless.
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, func(c *config.Config) { c.LaunchTimeout = config.Duration{Duration: time.Hour} })
 			h.fc.noAutoStart = !tc.autoStart
@@ -231,12 +235,15 @@ func TestRestartSafety(t *testing.T) {
 			h.cycle(b)
 			h.clock.advance(time.Minute)
 			h.cycle(b)
-			if calls := h.fc.Calls(); len(calls) != 0 {
+			wantStarts := 1
+			if tc.dropDB {
+				wantStarts = 2
+			} else if calls := h.fc.Calls(); len(calls) != 0 {
 				t.Errorf("after restart: %v", calls)
 			}
 			for _, id := range ids {
-				if n := h.fc.job(id).releases; n != 1 {
-					t.Errorf("job %s released %d times", id, n)
+				if n := h.fc.job(id).starts; n != wantStarts {
+					t.Errorf("job %s started %d times, want %d", id, n, wantStarts)
 				}
 			}
 			if a.round >= b.round {
@@ -277,85 +284,59 @@ func TestCorruptStateDatabase(t *testing.T) {
 func TestReleaseAll(t *testing.T) {
 	h := newHarness(t, nil)
 	h.fc.noAutoStart = true
-	var held []string
+	var leased []string
 	for range 3 {
-		held = append(held, h.fc.submit(resnet, 1, 1, t0))
+		leased = append(leased, h.fc.submit(resnet, 1, 1, t0))
 	}
 	running := h.fc.submit(resnet, 1, 1, t0)
 	untagged := h.fc.submit("", 1, 1, t0)
+	ownerHeld := h.fc.submit(resnet, 1, 1, t0)
+	migrating := h.fc.submit(resnet, 1, 1, t0)
+	later := h.fc.submit(resnet, 1, 1, t0)
+	userBegin := t0.Add(time.Hour)
 	h.fc.mu.Lock()
 	r := h.fc.jobs[running]
-	r.held, r.state, r.reason, r.nodes = false, "RUNNING", "None", []string{"node1"}
+	r.begin, r.state, r.reason, r.nodes = time.Time{}, "RUNNING", "None", []string{"node1"}
 	u := h.fc.jobs[untagged]
 	u.held, u.reason = true, "JobHeldUser"
+	o := h.fc.jobs[ownerHeld]
+	o.held, o.reason = true, "JobHeldAdmin"
+	m := h.fc.jobs[migrating]
+	m.held, m.reason, m.begin = true, "job requeued in held state", time.Time{}
+	h.fc.jobs[later].begin = userBegin.Add(fakeLease) // sbatch --begin=+1h
 	h.fc.mu.Unlock()
 	b := h.bridge()
 	got, err := b.ReleaseAll(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(held, got); diff != "" {
-		t.Errorf("released (-want +got):\n%s", diff)
+	want := append(slices.Clone(leased), ownerHeld, migrating, later)
+	sort.Strings(want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("handed over (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"Release " + strings.Join(held, ",")}, h.fc.Calls()); diff != "" {
+	// The leases end (the admin's hold stays), the user's begin time is
+	// back, hadar's own hold is released.
+	ended := append(slices.Clone(leased), ownerHeld)
+	sort.Strings(ended)
+	wantCalls := []string{
+		"UpdateJobs " + later + " " + BeginArg(userBegin),
+		"UpdateJobs " + strings.Join(ended, ",") + " StartTime=now",
+		"Release " + migrating,
+	}
+	if diff := cmp.Diff(wantCalls, h.fc.Calls()); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)
 	}
-	// A failing release is reported, not swallowed.
-	h.fc.fail["Release"] = fmt.Errorf("scontrol: %w", slurm.ErrControllerDown)
+	if j := h.fc.job(ownerHeld); !j.held {
+		t.Errorf("the admin's hold was released")
+	}
+	// A failing update is reported, not swallowed.
+	h.fc.fail["UpdateJobs"] = fmt.Errorf("scontrol: %w", slurm.ErrControllerDown)
 	h.fc.mu.Lock()
-	h.fc.jobs[held[0]].held, h.fc.jobs[held[0]].reason = true, "JobHeldAdmin"
+	h.fc.jobs[leased[0]].begin = t0.Add(fakeLease)
 	h.fc.mu.Unlock()
 	if _, err := b.ReleaseAll(context.Background()); !errors.Is(err, slurm.ErrControllerDown) {
 		t.Errorf("ReleaseAll with slurmctld down: %v", err)
-	}
-}
-
-// A stopping daemon releases what its last poll saw held at once, then
-// looks at the queue once for what is still held (here a job submitted
-// after the poll); once a round has acted since the poll, it looks first.
-func TestReleaseAllFromLastPoll(t *testing.T) {
-	h := newHarness(t, nil)
-	h.fc.noAutoStart = true
-	var seen []string
-	for range 3 {
-		seen = append(seen, h.fc.submit(resnet, 1, 1, t0))
-	}
-	b := h.bridge()
-	if _, err := b.poll(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	late := h.fc.submit(resnet, 1, 1, t0)
-	got, err := b.ReleaseAll(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := append(append([]string(nil), seen...), late)
-	sort.Strings(want)
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("released (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff([]string{"Release " + strings.Join(seen, ","), "Release " + late}, h.fc.Calls()); diff != "" {
-		t.Errorf("calls (-want +got):\n%s", diff)
-	}
-
-	// After a round that acted, the poll's queue is stale: one release,
-	// after a look at the queue.
-	h.fc.resetCalls()
-	a := h.fc.submit(resnet, 1, 1, t0)
-	if _, err := b.poll(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	h.cycle(b) // places a (it stays pending: noAutoStart)
-	h.fc.mu.Lock()
-	h.fc.jobs[a].held, h.fc.jobs[a].reason = true, "JobHeldUser"
-	h.fc.mu.Unlock()
-	h.fc.resetCalls()
-	jobsBefore := h.fc.jobsCalls
-	if got, err := b.ReleaseAll(context.Background()); err != nil || !slices.Equal(got, []string{a}) {
-		t.Fatalf("ReleaseAll after a round: %v %v", got, err)
-	}
-	if diff := cmp.Diff([]string{"Release " + a}, h.fc.Calls()); diff != "" || h.fc.jobsCalls != jobsBefore+1 {
-		t.Errorf("calls (-want +got):\n%s; %d queue looks", diff, h.fc.jobsCalls-jobsBefore)
 	}
 }
 
@@ -374,14 +355,14 @@ func TestFailedActionIsRetriedNextRound(t *testing.T) {
 	if h.fc.job(ids[0]).state != "RUNNING" || h.fc.job(ids[2]).state != "RUNNING" {
 		t.Fatalf("the other jobs were not placed: %v", h.fc.Calls())
 	}
-	if j := h.fc.job(ids[1]); j.state != "PENDING" || !j.held || j.releases != 0 {
+	if j := h.fc.job(ids[1]); j.state != "PENDING" || !h.fc.leased(ids[1]) || j.starts != 0 {
 		t.Fatalf("failed job: %+v", j)
 	}
 	delete(h.fc.failJob, "PlaceOnNodes")
 	h.clock.advance(time.Minute)
 	h.cycle(b)
-	if j := h.fc.job(ids[1]); j.state != "RUNNING" || j.releases != 1 {
-		t.Errorf("failed job not retried: %s, %d releases", j.state, j.releases)
+	if j := h.fc.job(ids[1]); j.state != "RUNNING" || j.starts != 1 {
+		t.Errorf("failed job not retried: %s, started %d times", j.state, j.starts)
 	}
 }
 
@@ -449,8 +430,8 @@ func TestControllerDownBackoff(t *testing.T) {
 	if b.backoff(10) != 40*time.Millisecond {
 		t.Errorf("backoff not capped: %v", b.backoff(10))
 	}
-	if j := h.fc.job(id); j.state != "RUNNING" || j.releases != 1 {
-		t.Errorf("job after recovery: %s, %d releases", j.state, j.releases)
+	if j := h.fc.job(id); j.state != "RUNNING" || j.starts != 1 {
+		t.Errorf("job after recovery: %s, started %d times", j.state, j.starts)
 	}
 }
 
@@ -563,8 +544,8 @@ func TestSnapshotPolicyCheckFailureStillPassesThrough(t *testing.T) {
 	if !errors.Is(rep.PlanError, optimizer.ErrInvariant) {
 		t.Fatalf("plan error: %v", rep.PlanError)
 	}
-	if h.fc.job(bad).releases != 1 || h.fc.job(good).releases != 0 {
-		t.Errorf("releases: bad %d, good %d", h.fc.job(bad).releases, h.fc.job(good).releases)
+	if h.fc.job(bad).starts != 1 || h.fc.job(good).starts != 0 {
+		t.Errorf("handed to Slurm: bad %d, good %d", h.fc.job(bad).starts, h.fc.job(good).starts)
 	}
 }
 

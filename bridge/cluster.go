@@ -25,10 +25,9 @@ type Cluster interface {
 	PlaceOnNodes(ctx context.Context, id string, nodes []string) error
 	// UpdateJobs sets fields of several jobs in one call.
 	UpdateJobs(ctx context.Context, ids []string, kv ...string) error
-	// Release releases held jobs in one call.
+	// Release releases held jobs in one call (hadar's own holds only:
+	// a migration's requeuehold).
 	Release(ctx context.Context, ids ...string) error
-	// Hold holds pending jobs in one call.
-	Hold(ctx context.Context, ids ...string) error
 	// RequeueHold requeues running jobs and holds them, in one call.
 	RequeueHold(ctx context.Context, ids ...string) error
 	// SetAdminComment sets the admin comment of jobs in one call.

@@ -20,7 +20,7 @@ import (
 	"github.com/hadar-sched/hadar/slurm"
 )
 
-// aTask is array task arr_idx in state st ("PD" held, "R" running on node,
+// aTask is array task arr_idx in state st ("PD" on its lease, "R" running on node,
 // "L" released by hadar and not started yet: launching, with Placed).
 func aTask(arr string, idx int, comment, st string, gpus int, node string) slurm.Job {
 	s := st
@@ -122,7 +122,6 @@ func TestCopiesPlacedOnDistinctNodes(t *testing.T) {
 		"scontrol update JobId=40_1 NodeList=v2",
 		"scontrol update JobId=40_2 NodeList=k1",
 		"scontrol update JobId=40_0,40_1,40_2 StartTime=now" + placedSuffix,
-		"scontrol release 40_0,40_1,40_2",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("actions:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -443,8 +442,8 @@ func TestCopiesLoop(t *testing.T) {
 	h.fc.mu.Lock()
 	for i := range 4 {
 		id := fmt.Sprintf("700_%d", i)
-		h.fc.jobs[id] = &fakeJob{id: id, user: "alice", comment: tag, state: "PENDING", reason: "JobHeldUser",
-			gpus: 1, numNodes: 1, submit: t0, held: true}
+		h.fc.jobs[id] = &fakeJob{id: id, user: "alice", comment: tag, state: "PENDING", reason: "BeginTime",
+			gpus: 1, numNodes: 1, submit: t0, begin: t0.Add(fakeLease)}
 		h.fc.order = append(h.fc.order, id)
 	}
 	h.fc.mu.Unlock()

@@ -19,7 +19,8 @@ import (
 type DecisionKind string
 
 const (
-	// DecidePlace: a waiting job is placed and released.
+	// DecidePlace: a waiting job is placed (NodeList) and started
+	// (StartTime=now, which ends its lease).
 	DecidePlace DecisionKind = "place"
 	// DecideMigrate: a running job is requeued, placed elsewhere, released.
 	DecideMigrate DecisionKind = "migrate"
@@ -27,7 +28,8 @@ const (
 	DecidePreempt DecisionKind = "preempt"
 	// DecideKeep: a running job stays where it is.
 	DecideKeep DecisionKind = "keep"
-	// DecideWait: a waiting job stays held (the policy did not schedule it).
+	// DecideWait: a waiting job keeps its lease (the policy did not
+	// schedule it).
 	DecideWait DecisionKind = "wait"
 	// DecideDefer: the policy scheduled a waiting job, but its placement
 	// could not be carried out in Slurm (see the reason); it stays held.
@@ -36,8 +38,8 @@ const (
 	// to Slurm's own scheduler, after the jobs hadar released have started
 	// (see Derive).
 	DecidePassThrough DecisionKind = "pass-through"
-	// DecideRehold: a job hadar released has not started within
-	// launch_timeout; it is held again to be re-planned.
+	// DecideRehold: a job hadar started has not started within
+	// launch_timeout; it gets a lease again, to be re-planned.
 	DecideRehold DecisionKind = "re-hold"
 	// DecideStartNow: a job hadar released waits for a begin time Slurm set
 	// (22.05 sets EligibleTime to now+120 s when a requeue completes, after
@@ -64,8 +66,13 @@ type ActionKind string
 const (
 	// ActComment: scontrol update JobId=a,b AdminComment=<Text>.
 	ActComment ActionKind = "comment"
-	// ActHold: scontrol hold a,b.
-	ActHold ActionKind = "hold"
+	// ActLease: scontrol update JobId=a,b StartTime=now+<Lease>: the jobs
+	// wait for hadar for another lease (job_submit.lua's begin-time lease,
+	// renewed; a job hadar started that did not start, taken back).
+	ActLease ActionKind = "lease"
+	// ActBegin: scontrol update JobId=a,b StartTime=<At>: a job handed to
+	// Slurm gets back its user's own --begin.
+	ActBegin ActionKind = "begin"
 	// ActRequeueHold: scontrol requeuehold a,b.
 	ActRequeueHold ActionKind = "requeuehold"
 	// ActRetype: scontrol update JobId=a,b Gres=<Gres>: the GPU type (and
@@ -110,6 +117,20 @@ type Action struct {
 	Gres string
 	// Text is the admin comment of a comment action.
 	Text string
+	// Lease is the length of a lease action; At the begin time of a begin
+	// action.
+	Lease time.Duration
+	At    time.Time
+}
+
+// LeaseArg is the StartTime= value of a lease of length d.
+func LeaseArg(d time.Duration) string {
+	return fmt.Sprintf("StartTime=now+%d", int64(d.Round(time.Second)/time.Second))
+}
+
+// BeginArg is the StartTime= value of begin time t, in Slurm's own format.
+func BeginArg(t time.Time) string {
+	return "StartTime=" + t.Local().Format("2006-01-02T15:04:05")
 }
 
 // String renders the action as the scontrol command it stands for.
@@ -122,6 +143,10 @@ func (a Action) String() string {
 		return fmt.Sprintf("scontrol update JobId=%s NodeList=%s", ids, strings.Join(a.Nodes, ","))
 	case ActRetype:
 		return fmt.Sprintf("scontrol update JobId=%s Gres=%s", ids, a.Gres)
+	case ActLease:
+		return fmt.Sprintf("scontrol update JobId=%s %s", ids, LeaseArg(a.Lease))
+	case ActBegin:
+		return fmt.Sprintf("scontrol update JobId=%s %s", ids, BeginArg(a.At))
 	case ActStartNow:
 		if a.Text != "" {
 			return fmt.Sprintf("scontrol update JobId=%s StartTime=now AdminComment=%q", ids, a.Text)
@@ -143,8 +168,13 @@ type DeriveParams struct {
 	MigrationPenalty time.Duration
 	// Preemption allows stopping running jobs the plan drops.
 	Preemption bool
-	// LaunchTimeout: a released job still pending after this is held again.
+	// LaunchTimeout: a started job still pending after this gets a lease
+	// again.
 	LaunchTimeout time.Duration
+	// Lease is the length of the begin-time lease hadar gives and renews
+	// (hadar.toml lease); a lease is renewed once less than half of it is
+	// left. Zero: jobproto.DefaultLease.
+	Lease time.Duration
 }
 
 // Derivation is what a round will do.
@@ -194,6 +224,9 @@ func PassThroughComment(reason string) string {
 // placement is not such a shape, and deferred otherwise; only held jobs
 // are released, so no job is released twice.
 func Derive(v *View, s *optimizer.Snapshot, plan *optimizer.Plan, p DeriveParams) (Derivation, error) {
+	if p.Lease <= 0 {
+		p.Lease = jobproto.DefaultLease
+	}
 	r := newDeriver(v, s, plan, p)
 	r.holdBackForPassThrough()
 	r.running()
@@ -442,7 +475,8 @@ func (r *deriver) movable(n int, move func(i int) (cur, target []optimizer.Task)
 	}
 }
 
-// waiting places the waiting jobs the plan schedules, oldest first, on the
+// waiting places the waiting jobs the plan schedules, in the site's
+// priority order (then oldest first), on the
 // plan's nodes when Slurm can enforce them and they are free, else by the
 // optimizer's placement rule on free nodes of the planned types; a job that
 // fits nowhere there is deferred to the next round (no other GPU type: the
@@ -451,6 +485,9 @@ func (r *deriver) movable(n int, move func(i int) (cur, target []optimizer.Task)
 func (r *deriver) waiting() {
 	waiting := withoutCopies(jobsOfClass(r.v, ClassWaiting))
 	sort.SliceStable(waiting, func(a, b int) bool {
+		if waiting[a].Priority != waiting[b].Priority {
+			return waiting[a].Priority > waiting[b].Priority
+		}
 		if !waiting[a].Submit.Equal(waiting[b].Submit) {
 			return waiting[a].Submit.Before(waiting[b].Submit)
 		}
@@ -521,10 +558,10 @@ func (r *deriver) relaunch() (rehold, kick []string) {
 		}
 	}
 	for _, jv := range r.v.Jobs {
-		if (jv.Class == ClassLaunching || jv.Class == ClassReleased) && jv.Stranded != "" && !slices.Contains(rehold, jv.ID) {
+		if jv.Class == ClassLaunching && jv.Stranded != "" && !slices.Contains(rehold, jv.ID) {
 			rehold = append(rehold, jv.ID)
 			r.d.Decisions = append(r.d.Decisions, Decision{JobID: jv.ID, Kind: DecideRehold,
-				From: placementString(jv.Nodes, jv.GPUsPerNode), To: "-", Reason: jv.Stranded + "; held to be re-placed"})
+				From: placementString(jv.Nodes, jv.GPUsPerNode), To: "-", Reason: jv.Stranded + "; given a lease again, to be re-placed"})
 		}
 	}
 	// A begin time on a job hadar released: a requeue completed after our
@@ -536,14 +573,14 @@ func (r *deriver) relaunch() (rehold, kick []string) {
 	// credential ("Job credential revoked": the job fails), which Slurm's
 	// own 120 s begin time guards against.
 	for _, jv := range jobsOfClass(r.v, ClassLaunching) {
-		if jv.Reason != "BeginTime" || slices.Contains(rehold, jv.ID) {
+		if jv.Lease.Until.IsZero() || slices.Contains(rehold, jv.ID) {
 			continue
 		}
 		if len(jv.RanOn) == 0 || sameNodes(jv.RanOn, jv.Nodes) {
 			rehold = append(rehold, jv.ID)
 			r.d.Decisions = append(r.d.Decisions, Decision{JobID: jv.ID, Kind: DecideRehold,
 				From: placementString(jv.Nodes, jv.GPUsPerNode), To: "-",
-				Reason: "requeued after it started (or not seen running since it was placed); held, to be placed again once its old run has ended"})
+				Reason: "requeued after it started (or not seen running since it was placed); given a lease again, to be placed again once its old run has ended"})
 			continue
 		}
 		kick = append(kick, jv.ID)
@@ -556,10 +593,12 @@ func (r *deriver) relaunch() (rehold, kick []string) {
 }
 
 // actions turns the decisions into Slurm updates, in execution order.
+// A placed job is started by StartTime=now, which ends its lease; only a
+// job in hadar's own hold (a migration's requeuehold) is also released.
 func (r *deriver) actions(rehold, kick []string) {
 	d := &r.d
-	if len(rehold) > 0 {
-		d.Actions = append(d.Actions, Action{Kind: ActHold, JobIDs: rehold})
+	if lease := r.leases(rehold); len(lease) > 0 {
+		d.Actions = append(d.Actions, Action{Kind: ActLease, JobIDs: lease, Lease: r.p.Lease})
 	}
 	if len(r.requeue) > 0 {
 		d.Actions = append(d.Actions, Action{Kind: ActRequeueHold, JobIDs: r.requeue})
@@ -578,8 +617,14 @@ func (r *deriver) actions(rehold, kick []string) {
 		sort.Strings(r.settle)
 		d.Actions = append(d.Actions, Action{Kind: ActSettle, JobIDs: r.settle})
 	}
-	if len(places) > 0 {
-		d.Actions = append(d.Actions, Action{Kind: ActRelease, JobIDs: places})
+	var release []string
+	for _, id := range places {
+		if jv := r.v.Job(id); slices.Contains(r.requeue, id) || (jv != nil && jv.PriorityHeld) {
+			release = append(release, id)
+		}
+	}
+	if len(release) > 0 {
+		d.Actions = append(d.Actions, Action{Kind: ActRelease, JobIDs: release})
 	}
 	// Every job hadar released and that may still be pending: this
 	// round's placements and kicks, and the launching jobs (those held
@@ -599,9 +644,43 @@ func (r *deriver) actions(rehold, kick []string) {
 	d.Actions = append(d.Actions, passThroughActions(r.passThrough, await)...)
 }
 
-// WaitingComment is the AdminComment of a job hadar holds for want of
-// GPUs, so that squeue -O AdminComment and scontrol show job say that hadar
-// holds it (JobHeldUser alone reads as if the user had). It names no job,
+// leases are the jobs whose lease the round gives or renews: rehold, and
+// the jobs hadar keeps waiting (waiting and not placed, held by their owner,
+// waiting for a dependency) whose lease ran out or has less than half of it
+// left. A job whose user's own begin time is ahead keeps it: its lease ends
+// a lease after that.
+func (r *deriver) leases(rehold []string) []string {
+	out := slices.Clone(rehold)
+	for _, jv := range r.v.Jobs {
+		switch jv.Class {
+		case ClassWaiting:
+			if jv.PriorityHeld || slices.Contains(r.places, jv.ID) {
+				continue
+			}
+		case ClassHeld, ClassNotReady:
+		default:
+			continue
+		}
+		if !jv.Lease.UserBegin.IsZero() || slices.Contains(out, jv.ID) {
+			continue
+		}
+		if LeaseDue(jv.Lease.Until, r.v.Now, r.p.Lease) {
+			out = append(out, jv.ID)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// LeaseDue reports whether a lease that ends at until (zero: none) must be
+// renewed at now: less than half of a lease of length d is left.
+func LeaseDue(until, now time.Time, d time.Duration) bool {
+	return until.Sub(now) < d/2
+}
+
+// WaitingComment is the AdminComment of a job hadar keeps waiting for want
+// of GPUs, so that squeue -O AdminComment and scontrol show job say why it
+// waits (reason BeginTime alone reads as if the user had asked for it). It names no job,
 // so that one scontrol update sets it for every job waiting for the same
 // types.
 func WaitingComment(types []string) string {
@@ -609,7 +688,7 @@ func WaitingComment(types []string) string {
 	if len(types) > 0 {
 		what = "free " + strings.Join(types, " or ") + " GPUs"
 	}
-	return fmt.Sprintf("hadar: waiting for %s (held by hadar, not by you); `hadar explain JOBID` says why", what)
+	return fmt.Sprintf("hadar: waiting for %s (on hadar's lease, in the site's priority order); `hadar explain JOBID` says why", what)
 }
 
 // PlacedComment is the AdminComment of a job hadar placed or started: one
@@ -667,9 +746,11 @@ func statusComments(v *View, s *optimizer.Snapshot, decisions []Decision) []Acti
 	return out
 }
 
-// passThroughActions hands the held pass-through jobs to Slurm's scheduler:
-// their AdminComment (one update per distinct reason), then their own
-// release. If jobs hadar released may still be pending (await), an
+// passThroughActions hands the pass-through jobs hadar still holds to
+// Slurm's scheduler: their AdminComment (one update per distinct reason),
+// then the end of their lease (StartTime=now, or their user's own begin
+// time when it is ahead) and the release of those in hadar's own hold; a
+// hold of their owner stays. If jobs hadar released may still be pending (await), an
 // await-start comes first, and the Executor runs the comment and release
 // only once it has seen each of them running, held or gone.
 //
@@ -689,20 +770,40 @@ func passThroughActions(passThrough []*JobView, await []string) []Action {
 		out = append(out, Action{Kind: ActAwaitStart, JobIDs: await})
 	}
 	byText := map[string][]string{}
-	var texts, release []string
+	byBegin := map[time.Time][]string{}
+	var texts, now, release []string
 	for _, jv := range passThrough {
 		t := slurm.SanitizeComment(PassThroughComment(jv.Problem), slurm.MaxAdminComment)
 		if _, ok := byText[t]; !ok {
 			texts = append(texts, t)
 		}
 		byText[t] = append(byText[t], jv.ID)
-		release = append(release, jv.ID)
+		if b := jv.Lease.UserBegin; !b.IsZero() {
+			byBegin[b] = append(byBegin[b], jv.ID)
+		} else if !jv.Lease.Until.IsZero() {
+			now = append(now, jv.ID)
+		}
+		if jv.PriorityHeld {
+			release = append(release, jv.ID)
+		}
 	}
 	for _, t := range texts {
 		out = append(out, Action{Kind: ActComment, JobIDs: byText[t], Text: t})
 	}
-	sort.Strings(release)
-	return append(out, Action{Kind: ActRelease, JobIDs: release})
+	for _, b := range slices.SortedFunc(maps.Keys(byBegin), time.Time.Compare) {
+		ids := byBegin[b]
+		sort.Strings(ids)
+		out = append(out, Action{Kind: ActBegin, JobIDs: ids, At: b})
+	}
+	if len(now) > 0 {
+		sort.Strings(now)
+		out = append(out, Action{Kind: ActStartNow, JobIDs: now})
+	}
+	if len(release) > 0 {
+		sort.Strings(release)
+		out = append(out, Action{Kind: ActRelease, JobIDs: release})
+	}
+	return out
 }
 
 // enforceable reads a planned placement as one task per node if Slurm can

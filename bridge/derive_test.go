@@ -41,8 +41,8 @@ func sNode(name, typ string, gpus, used int) slurm.Node {
 		GresUsed: []slurm.GRES{{Name: "gpu", Type: typ, Count: used}}}
 }
 
-// sJob builds a queue entry: state "PD" (held if tagged), "PDR" (pending,
-// released), "R" (running on nodes).
+// sJob builds a queue entry: state "PD" (on a fresh lease if tagged),
+// "PDR" (pending, no lease), "R" (running on nodes).
 func sJob(id, comment, state string, gpusPerNode, numNodes int, nodes ...string) slurm.Job {
 	j := slurm.Job{JobID: id, ArrayJobID: id, User: "alice", NumNodes: numNodes, Comment: comment,
 		SubmitTime: t0.Add(-time.Hour), Nodes: nodes}
@@ -53,7 +53,7 @@ func sJob(id, comment, state string, gpusPerNode, numNodes int, nodes ...string)
 	case "PD":
 		j.State, j.Reason = "PENDING", "Priority"
 		if jobproto.IsTagged(comment) {
-			j.Reason = "JobHeldUser"
+			j.Reason, j.StartTime = "BeginTime", t0.Add(fakeLease)
 		}
 	case "PDR":
 		j.State, j.Reason = "PENDING", "Resources"
@@ -68,7 +68,7 @@ func testView(jobs []slurm.Job, nodes []slurm.Node, placed map[string]Placed) *V
 	tp := testMatrix()
 	return BuildView(ViewInput{Now: t0, Jobs: jobs, Nodes: nodes,
 		ResolveGPU: func(s string) (string, error) { return s, nil },
-		Models:     jobproto.NewModelResolver(tp.JobTypes(), nil), Throughput: tp, Placed: placed})
+		Models:     jobproto.NewModelResolver(tp.JobTypes(), nil), Throughput: tp, Placed: placed, Lease: fakeLease})
 }
 
 func actionStrings(as []Action) []string {
@@ -97,14 +97,13 @@ func TestDerive(t *testing.T) {
 		wantErr bool
 	}{
 		{
-			name: "pending placed: place, start now, one release",
+			name: "pending placed: place and start now, which ends the lease (no release)",
 			jobs: []slurm.Job{sJob("1", tag, "PD", 2, 1), sJob("2", tag, "PD", 1, 1), sJob("3", tag, "PD", 1, 1)},
 			plan: plan{"1": {task("v1", "v100", 2)}, "2": {task("k1", "k80", 1)}},
 			want: []string{
 				"scontrol update JobId=1 NodeList=v1",
 				"scontrol update JobId=2 NodeList=k1",
 				"scontrol update JobId=1,2 StartTime=now" + placedSuffix,
-				"scontrol release 1,2",
 			},
 			kinds: map[string]DecisionKind{"1": DecidePlace, "2": DecidePlace, "3": DecideWait},
 		},
@@ -143,7 +142,7 @@ func TestDerive(t *testing.T) {
 				"scontrol update JobId=1 NodeList=k1",
 				"scontrol update JobId=2 NodeList=v1",
 				"scontrol update JobId=1,2 StartTime=now" + placedSuffix,
-				"scontrol release 1,2",
+				"scontrol release 1",
 			},
 			kinds: map[string]DecisionKind{"1": DecideMigrate, "2": DecidePlace},
 		},
@@ -174,7 +173,6 @@ func TestDerive(t *testing.T) {
 				"scontrol requeuehold 1",
 				"scontrol update JobId=2 NodeList=v1",
 				"scontrol update JobId=2 StartTime=now" + placedSuffix,
-				"scontrol release 2",
 			},
 			kinds: map[string]DecisionKind{"1": DecidePreempt, "2": DecidePlace},
 		},
@@ -185,7 +183,7 @@ func TestDerive(t *testing.T) {
 			kinds: map[string]DecisionKind{},
 		},
 		{
-			name: "bad tags are passed through once (held only), grouped by message",
+			name: "bad tags are passed through once (those still on a lease), grouped by message",
 			jobs: []slurm.Job{
 				sJob("1", "hadar steps=-5", "PD", 1, 1), sJob("2", "hadar steps=-5", "PD", 1, 1),
 				sJob("3", "hadar model=nope", "PD", 1, 1), sJob("4", "hadar model=m", "PD", 0, 1),
@@ -199,7 +197,7 @@ func TestDerive(t *testing.T) {
 				`scontrol update JobId=4 AdminComment="hadar: the job asks for no GPUs (submit with --gres=gpu:N, --gpus=N, --gpus-per-node=N or --gpus-per-task=N); released to Slurm's scheduler"`,
 				`scontrol update JobId=6 AdminComment="hadar: no throughput known for \"p\" with 1 GPUs on this cluster's live GPU types; released to Slurm's scheduler"`,
 				`scontrol update JobId=7 AdminComment="hadar: no live node hadar uses can hold 1 node(s) x 9 GPUs among the nodes it may use (rated types: k80, v100); released to Slurm's scheduler"`,
-				"scontrol release 1,2,3,4,6,7",
+				"scontrol update JobId=1,2,3,4,6,7 StartTime=now",
 			},
 			kinds: map[string]DecisionKind{"1": DecidePassThrough, "2": DecidePassThrough, "3": DecidePassThrough,
 				"4": DecidePassThrough, "6": DecidePassThrough, "7": DecidePassThrough},
@@ -211,7 +209,6 @@ func TestDerive(t *testing.T) {
 			want: []string{
 				"scontrol update JobId=1 NodeList=v1",
 				"scontrol update JobId=1 StartTime=now" + placedSuffix,
-				"scontrol release 1",
 			},
 			kinds: map[string]DecisionKind{"1": DecidePlace},
 		},
@@ -255,24 +252,24 @@ func TestDerive(t *testing.T) {
 			want: []string{
 				"scontrol update JobId=1 NodeList=v1,v2",
 				"scontrol update JobId=1 StartTime=now" + placedSuffix,
-				"scontrol release 1",
 			},
 			kinds: map[string]DecisionKind{"1": DecidePlace},
 		},
 		{
-			name:   "released job that did not start is held again after launch_timeout",
+			name:   "released job that did not start gets a lease again after launch_timeout",
 			jobs:   []slurm.Job{sJob("1", tag, "PDR", 1, 1), sJob("2", tag, "PDR", 1, 1)},
 			placed: map[string]Placed{"1": {Nodes: []string{"v1"}, ReleasedAt: t0.Add(-time.Hour)}, "2": {Nodes: []string{"v2"}, ReleasedAt: t0.Add(-time.Minute)}},
 			plan:   plan{},
 			params: DeriveParams{LaunchTimeout: 5 * time.Minute},
-			want:   []string{"scontrol hold 1"},
+			want:   []string{"scontrol update JobId=1 StartTime=now+120"},
 			kinds:  map[string]DecisionKind{"1": DecideRehold},
 		},
 		{
 			name: "released job held back by a begin time: start now (again)",
 			jobs: func() []slurm.Job {
+				// The begin time 22.05 sets when a requeue completes.
 				j := sJob("1", tag, "PDR", 1, 1)
-				j.Reason = "BeginTime"
+				j.Reason, j.StartTime = "BeginTime", t0.Add(2*time.Minute)
 				return []slurm.Job{j, sJob("2", tag, "PDR", 1, 1)}
 			}(),
 			placed: map[string]Placed{"1": {Nodes: []string{"v1"}, ReleasedAt: t0}, "2": {Nodes: []string{"v2"}, ReleasedAt: t0}},
@@ -285,25 +282,25 @@ func TestDerive(t *testing.T) {
 			// Requeued by someone after it started where hadar put it (or
 			// never seen running): starting it again on that node at once
 			// would race the node's credential revocation.
-			name: "job requeued from the node it was placed on: held, not started now",
+			name: "job requeued from the node it was placed on: given a lease, not started now",
 			jobs: func() []slurm.Job {
 				j := sJob("1", tag, "PDR", 1, 1)
-				j.Reason = "BeginTime"
+				j.Reason, j.StartTime = "BeginTime", t0.Add(2*time.Minute)
 				k := sJob("3", tag, "PDR", 1, 1)
-				k.Reason = "BeginTime"
+				k.Reason, k.StartTime = "BeginTime", t0.Add(2*time.Minute)
 				return []slurm.Job{j, k}
 			}(),
 			placed: map[string]Placed{"1": {Nodes: []string{"v1"}, ReleasedAt: t0}, "3": {Nodes: []string{"v2"}, ReleasedAt: t0}},
 			ranOn:  map[string][]string{"1": {"v1"}},
 			plan:   plan{},
-			want:   []string{"scontrol hold 1,3"},
+			want:   []string{"scontrol update JobId=1,3 StartTime=now+120"},
 			kinds:  map[string]DecisionKind{"1": DecideRehold, "3": DecideRehold},
 		},
 		{
 			name:  "no plan: only pass-through",
 			jobs:  []slurm.Job{sJob("1", tag, "PD", 1, 1), sJob("2", "hadar bad", "PD", 1, 1)},
 			plan:  nil,
-			want:  []string{`scontrol update JobId=2 AdminComment="hadar: bad hadar tag: \"bad\" is not key=value; released to Slurm's scheduler"`, "scontrol release 2"},
+			want:  []string{`scontrol update JobId=2 AdminComment="hadar: bad hadar tag: \"bad\" is not key=value; released to Slurm's scheduler"`, "scontrol update JobId=2 StartTime=now"},
 			kinds: map[string]DecisionKind{"1": DecideWait, "2": DecidePassThrough},
 		},
 		{
@@ -329,6 +326,9 @@ func TestDerive(t *testing.T) {
 			var p *optimizer.Plan
 			if tt.plan != nil {
 				p = &optimizer.Plan{Assignments: tt.plan}
+			}
+			if tt.params.Lease == 0 {
+				tt.params.Lease = fakeLease
 			}
 			d, err := Derive(v, snap, p, tt.params)
 			if (err != nil) != tt.wantErr {
@@ -569,7 +569,7 @@ func TestExecutorDoesNotRequeueEndedJobs(t *testing.T) {
 	(&Executor{Cluster: fc, Allowed: allowed}).Execute(context.Background(), []Action{
 		{Kind: ActPlace, JobIDs: []string{a}, Nodes: []string{"v1"}},
 		{Kind: ActPlace, JobIDs: []string{b}, Nodes: []string{"v1"}},
-		{Kind: ActRelease, JobIDs: []string{a, b}},
+		{Kind: ActStartNow, JobIDs: []string{a, b}},
 	})
 	fc.finish(b)
 	move := []Action{
@@ -596,7 +596,7 @@ func TestExecutorDoesNotRequeueEndedJobs(t *testing.T) {
 	c := fc.submit("hadar model=m", 1, 1, t0)
 	allowed[c] = true
 	(&Executor{Cluster: fc, Allowed: allowed}).Execute(context.Background(), []Action{
-		{Kind: ActPlace, JobIDs: []string{c}, Nodes: []string{"v1"}}, {Kind: ActRelease, JobIDs: []string{c}}})
+		{Kind: ActPlace, JobIDs: []string{c}, Nodes: []string{"v1"}}, {Kind: ActStartNow, JobIDs: []string{c}}})
 	fc.fail["Jobs"] = slurm.ErrControllerDown
 	res = (&Executor{Cluster: fc, Allowed: allowed}).Execute(context.Background(), move[:1:1])
 	if !errors.Is(res[0].Err, slurm.ErrControllerDown) || fc.job(a).state != "RUNNING" {

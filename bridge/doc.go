@@ -16,10 +16,30 @@
 // # Which jobs are hadar's
 //
 // A job is tagged when its comment is exactly "hadar" or starts with
-// "hadar " (jobproto.IsTagged: the rule of contrib/slurm/job_submit.lua, which holds
-// tagged jobs at submission with priority 0). The bridge never acts on any
-// other job: the Executor refuses every id that was not tagged in the
-// round's own observation, whatever the action list says.
+// "hadar " (jobproto.IsTagged: the rule of contrib/slurm/job_submit.lua). The
+// bridge never acts on any other job: the Executor refuses every id that was
+// not tagged in the round's own observation, whatever the action list says.
+//
+// # The lease
+//
+// job_submit.lua gives a tagged job a begin time of max(its user's --begin,
+// now) + lease (hadar.toml lease, HADAR_LEASE_SECONDS in the script): it
+// waits with reason BeginTime and keeps the priority the site's policy gives
+// it (squeue %Q). hadar renews the lease of every job it keeps waiting once
+// less than half of it is left (Derive's lease action, and every poll between
+// rounds: renewLeases), and starts a job by pinning it (NodeList) and ending
+// its lease (StartTime=now). If hadar-slurmd dies or hangs, nobody renews
+// the leases and Slurm schedules every tagged job alone within one lease:
+// fail-open needs no action. A lease that ran out before Slurm started the
+// job is taken back by the next round. hadar reads the user's own begin time
+// back as the begin time minus the lease (ReadLease) and plans no job
+// before it. Holds are not hadar's: a job held by its owner (sbatch -H,
+// scontrol hold) or an admin (JobHeldAdmin) keeps its lease and is planned
+// only once they release it; hadar holds a job itself only to migrate it
+// (requeuehold, released in the same round), and such a job's hold reasons
+// (hadarHoldReasons) are the only ones it ever releases. A job with an
+// unmet dependency is not planned either (ClassNotReady). Waiting jobs are
+// placed in the site's priority order (then oldest first).
 //
 // The tag is "hadar" followed by space-separated key=value words
 // (jobproto.ParseTag): model= (job type of the matrix), steps= (total steps, > 0),
@@ -36,17 +56,16 @@
 // does not know, --gpus that do not split evenly over the job's nodes, a
 // --constraint with operators it does not evaluate: request.go), no known
 // throughput on this cluster's GPU types, or a request no node could ever
-// hold. If it is held it is released once, with AdminComment "hadar:
-// <reason>; released to Slurm's scheduler", and logged. It never competes
-// with hadar's placements: it is released last in the round, in its own
-// scontrol release, and only after an await-start has seen every job hadar
-// released (this round or earlier) running, held again or gone; otherwise
-// it stays held for the next round. It is never left held for long: once it
-// has waited launch_timeout (since submission or its last requeue), rounds
-// place, move and stop nothing until it is released, so it is released at
-// the latest in the first round that starts more than 2 x launch_timeout
-// after its submission (a released job starts or is held again within
-// launch_timeout). Fail-open releases it with every other held job at once.
+// hold. If hadar still holds it (its lease, or hadar's own hold) it is
+// handed to Slurm once: AdminComment "hadar: <reason>; released to Slurm's
+// scheduler", then StartTime=now (or its user's own begin time), and
+// logged. It does not compete with hadar's placements: it is handed over
+// last in the round, in its own update, and only after an await-start has
+// seen every job hadar started (this round or earlier) running, on a lease
+// again or gone; otherwise it waits for the next round. Its lease is not
+// renewed, so it is Slurm's at the latest when that runs out; once it has
+// waited launch_timeout (since submission or its last requeue), rounds
+// place, move and stop nothing until it is handed over.
 //
 // # Observe
 //
@@ -56,10 +75,11 @@
 // squeue. A round that passes jobs through while jobs hadar released
 // may be pending adds an await-start: at most 20 squeue, 0.5 s apart
 // (typically one). Jobs are classified (JobClass): waiting (tagged, pending,
-// held), launching (released by hadar, not started; the state database
-// remembers where), released (pending, not held, no record: Slurm's
-// scheduler has it), running, pinned (suspended, completing, or on a node
-// hadar does not use), pass-through and untagged.
+// on hadar's lease or one that ran out, or in hadar's own hold), launching
+// (started by hadar, not running yet; the state database remembers where),
+// held (by its owner or an admin), not-ready (its --begin is ahead or a
+// dependency is unmet), running, pinned (suspended, completing, or on a
+// node hadar does not use), pass-through and untagged.
 //
 // Nodes: hadar places work only on schedulable nodes whose GPU types
 // resolve ([gres] aliases, then profiles.Store.ResolveGPUType); drained or
@@ -116,42 +136,45 @@
 //     (optimizer.Shape), so this is the plan's own placement; where the
 //     planned nodes are not free (a move the plan counted on was given
 //     up), the same placement rule (optimizer.PlaceOn) finds other free
-//     nodes of the planned types. Otherwise the job is deferred (stays
-//     held) to the next round, and the log says why: the GPU type is the
+//     nodes of the planned types. Otherwise the job is deferred (keeps
+//     its lease) to the next round, and the log says why: the GPU type is the
 //     policy's decision, never Derive's.
-//   - Order of a round: holds, one requeuehold for all moves, the
+//   - Order of a round: leases (given again or renewed, one update for
+//     all), one requeuehold for all moves, the
 //     retypes (Gres=, one per distinct value), one NodeList update per
 //     placed job, one StartTime=now for all of them, a settle wait of
 //     RequeueSettle (1.1 s) when a moved job's new place shares a node with
 //     its old one (a node used per type: the node's slurmd refuses a launch
 //     in the second of the requeue, "Job credential revoked"),
-//     one release for all of them; then, if jobs are passed through, an
-//     await-start (squeue until every job hadar released is running, held
-//     or gone; the rest of the round is skipped if that does not happen
-//     within 10 s), the AdminComments of the pass-throughs and one release
-//     for them. Slurm's scheduler could otherwise start a pass-through job
+//     one release for the moved ones (hadar's own hold; a job on a lease
+//     needs none); then, if jobs are passed through, an await-start
+//     (squeue until every job hadar started is running, on a lease or
+//     gone; the rest of the round is skipped if that does not happen
+//     within 10 s), the AdminComments of the pass-throughs and the end of
+//     their leases. Slurm's scheduler could otherwise start a pass-through job
 //     on the GPUs hadar chose for a placed job, which would then wait
 //     until launch_timeout.
-//   - Only held jobs are released and NodeList goes only to pending jobs,
-//     all judged from the round's own observation, so a restart or a
-//     repeated round never applies an action twice (a repeated release
-//     would lower a job's priority in 22.05).
-//   - A released job that does not start within launch_timeout (its GPUs
-//     were taken meanwhile) is held again and re-planned. A released job
-//     pending with reason BeginTime gets StartTime=now again: in 22.05 a
+//   - Only jobs in hadar's own hold are released and NodeList goes only to
+//     pending jobs, all judged from the round's own observation, so a
+//     restart or a repeated round never applies an action twice (a
+//     repeated release would lower a job's priority in 22.05).
+//   - A started job that does not start within launch_timeout (its GPUs
+//     were taken meanwhile) gets a lease again and is re-planned. A started
+//     job with a begin time ahead gets StartTime=now again: in 22.05 a
 //     requeue completes after scontrol returns and then sets EligibleTime
 //     to now+120 s, overriding the StartTime=now sent with the migration;
 //     the loop looks again min_round_gap after any migration for this.
 //     Only for hadar's own migrations (the job was seen running on other
-//     nodes): a job requeued from the node it was placed on is held and
-//     placed again a round later, as starting it there at once races the
+//     nodes): a job requeued from the node it was placed on gets a lease and
+//     is placed again a round later, as starting it there at once races the
 //     node's revocation of its old credential (the job fails).
-//   - Held includes "job requeued in held state" (scontrol requeuehold),
-//     so a migration cut short after its requeuehold is re-placed, and
-//     released by fail-open. A tagged job pending and not held that Slurm
-//     requeued on its own (BeginTime without a placement record: a node
-//     failure, a user's plain requeue) or whose nodes are down or drained
-//     is held again and re-placed on live nodes (docs/reliability.md).
+//   - hadar's own hold is "job requeued in held state" (scontrol
+//     requeuehold), so a migration cut short after its requeuehold is
+//     re-placed, and released by fail-open. A tagged job that Slurm
+//     requeued on its own (a node failure, a user's plain requeue) has a
+//     begin time 120 s on, which reads as a lease: it is waiting and is
+//     re-placed on live nodes; a started job whose nodes went down or were
+//     drained gets a lease again at once (docs/reliability.md).
 //   - HadarE copies (copies.go, behind copiesOnSlurm; docs/hadare-slurm.md): a job array tagged
 //     copies=K is one copies job (CopyGroup, id: the array id) whose tasks
 //     are its copies: each planned copy is a held task placed on its node
@@ -206,7 +229,9 @@
 // slurm.ErrControllerDown, timeouts, ...) changes nothing, is logged, and
 // is retried after an exponential backoff (1 s doubling, at most 2 min).
 // Dry run: actions are logged (and printed by --once), nothing is changed.
-// ReleaseAll is the fail-open step: one scontrol release of every held
-// tagged job, called when the daemon stops (SIGTERM/SIGINT) and by
-// `hadar-slurmd --release-all`.
+// ReleaseAll hands every tagged job hadar holds to Slurm at once (the end
+// of its lease, its user's begin time back, the release of hadar's own
+// holds), called when the daemon stops (SIGTERM/SIGINT) and by
+// `hadar-slurmd --release-all`; without it the leases run out by
+// themselves.
 package bridge

@@ -228,8 +228,10 @@ func (e *Executor) run(ctx context.Context, a Action, ids []string) error {
 	switch a.Kind {
 	case ActComment:
 		return c.SetAdminComment(ctx, ids, a.Text)
-	case ActHold:
-		return c.Hold(ctx, ids...)
+	case ActLease:
+		return c.UpdateJobs(ctx, ids, LeaseArg(a.Lease))
+	case ActBegin:
+		return c.UpdateJobs(ctx, ids, BeginArg(a.At))
 	case ActRequeueHold:
 		return c.RequeueHold(ctx, ids...)
 	case ActRetype:
@@ -282,7 +284,7 @@ func (e *Executor) awaitStart(ctx context.Context, ids []string) error {
 		if err != nil {
 			return fmt.Errorf("await start: %w", err)
 		}
-		pending = stillPending(jobs, ids)
+		pending = stillPending(jobs, ids, clock.Now())
 		if len(pending) == 0 {
 			return nil
 		}
@@ -297,15 +299,16 @@ func (e *Executor) clock() Clock {
 	return e.Clock
 }
 
-// stillPending returns the ids that are pending and not held in jobs.
-func stillPending(jobs []slurm.Job, ids []string) []string {
+// stillPending returns the ids that are pending in jobs and that Slurm
+// may start now: not held, no begin time ahead (a lease).
+func stillPending(jobs []slurm.Job, ids []string, now time.Time) []string {
 	state := map[string]slurm.Job{}
 	for _, j := range jobs {
 		state[j.ID()] = j
 	}
 	var out []string
 	for _, id := range ids {
-		if j, ok := state[id]; ok && j.State == "PENDING" && !heldReasons[j.Reason] {
+		if j, ok := state[id]; ok && j.State == "PENDING" && !heldReasons[j.Reason] && !j.StartTime.After(now) {
 			out = append(out, id)
 		}
 	}

@@ -13,9 +13,10 @@ import (
 	"github.com/hadar-sched/hadar/slurm"
 )
 
-// fakeCluster is an in-memory Slurm for loop tests: held tagged jobs,
-// placement by NodeList, release that starts a job when its nodes have
-// room, requeuehold, and per-method / per-job error injection.
+// fakeCluster is an in-memory Slurm for loop tests: tagged jobs on
+// job_submit.lua's begin-time lease, placement by NodeList, StartTime=now
+// and release that start a job when its nodes have room, holds,
+// requeuehold, and per-method / per-job error injection.
 type fakeCluster struct {
 	mu    sync.Mutex
 	nodes []*fakeNode
@@ -92,8 +93,14 @@ type fakeJob struct {
 	nodes    []string
 	submit   time.Time
 	held     bool
+	// begin is the job's begin time (the lease of a tagged job); prio its
+	// priority (squeue %Q).
+	begin    time.Time
+	prio     int64
 	admin    string
 	releases int
+	// starts counts StartTime=now updates (hadar starting the job).
+	starts   int
 	restarts int
 	// The rest of the request, as scontrol shows it: --gpus (total),
 	// --constraint, --exclude, CPUs and memory per node.
@@ -131,7 +138,45 @@ func newFakeCluster(nodes ...string) *fakeCluster {
 	return f
 }
 
-// submit adds a job as job_submit.lua would: tagged jobs are held.
+// fakeLease is job_submit.lua's lease in the fake (and the bridge's
+// default lease).
+const fakeLease = 2 * time.Minute
+
+// clock is the fake's time: the harness's, or the zero time.
+func (f *fakeCluster) clock() time.Time {
+	if f.now == nil {
+		return time.Time{}
+	}
+	return f.now()
+}
+
+// leased reports whether job id waits on a lease (a begin time ahead).
+func (f *fakeCluster) leased(id string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	j := f.jobs[id]
+	return j != nil && j.state == "PENDING" && j.begin.After(f.clock())
+}
+
+// updates counts the scontrol updates of job id that set key (e.g.
+// "StartTime=now").
+func (f *fakeCluster) updates(id, key string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.calls {
+		fs := strings.Fields(c)
+		if len(fs) < 3 || fs[0] != "UpdateJobs" || !slices.Contains(strings.Split(fs[1], ","), id) {
+			continue
+		}
+		if slices.Contains(fs[2:], key) {
+			n++
+		}
+	}
+	return n
+}
+
+// submit adds a job as job_submit.lua would: tagged jobs get a lease.
 func (f *fakeCluster) submit(comment string, gpus, numNodes int, at time.Time) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -140,13 +185,17 @@ func (f *fakeCluster) submit(comment string, gpus, numNodes int, at time.Time) s
 	j := &fakeJob{id: id, user: "alice", comment: comment, state: "PENDING", reason: "Priority",
 		gpus: gpus, numNodes: max(numNodes, 1), submit: at}
 	if jobproto.IsTagged(comment) {
-		j.held, j.reason = true, "JobHeldUser"
+		// A job "submitted" before the harness's clock was, for the test,
+		// waiting for hadar until now: its lease runs from now.
+		from := at
+		if now := f.clock(); now.After(at) {
+			from = now
+		}
+		j.begin, j.reason = from.Add(fakeLease), "BeginTime"
 	}
 	f.jobs[id] = j
 	f.order = append(f.order, id)
-	if !j.held {
-		f.schedule(j)
-	}
+	f.schedule(j)
 	return id
 }
 
@@ -227,6 +276,10 @@ func (f *fakeCluster) node(name string) *fakeNode {
 // an unpinned job) have room.
 func (f *fakeCluster) schedule(j *fakeJob) {
 	if f.noAutoStart || j.held || j.state != "PENDING" {
+		return
+	}
+	if j.begin.After(f.clock()) {
+		j.reason = "BeginTime"
 		return
 	}
 	if j.badGres {
@@ -361,6 +414,14 @@ func (f *fakeCluster) Jobs(ctx context.Context) ([]slurm.Job, error) {
 		if j.state == "RUNNING" && f.now != nil && !j.started.IsZero() {
 			sj.TimeUsed = f.now().Sub(j.started).Truncate(time.Second)
 		}
+		if j.state == "PENDING" {
+			if j.begin.After(f.clock()) {
+				sj.StartTime = j.begin
+			}
+			if !j.held {
+				sj.Priority = j.prio
+			}
+		}
 		if j.arrayJob != "" {
 			sj.ArrayJobID, sj.ArrayTaskID = j.arrayJob, j.arrayTask
 		}
@@ -481,6 +542,23 @@ func (f *fakeCluster) UpdateJobs(ctx context.Context, ids []string, kv ...string
 			if v, ok := strings.CutPrefix(x, "AdminComment="); ok {
 				j.admin = v
 			}
+			if v, ok := strings.CutPrefix(x, "StartTime="); ok {
+				if j.state != "PENDING" {
+					return slurm.ErrJobNotPending
+				}
+				at, err := fakeStartTime(v, f.clock())
+				if err != nil {
+					return err
+				}
+				j.begin = at
+				if v == "now" {
+					j.starts++
+				}
+				if !at.After(f.clock()) && j.reason == "BeginTime" {
+					j.reason = "Priority"
+				}
+				defer f.schedule(j)
+			}
 			if v, ok := strings.CutPrefix(x, "Gres="); ok {
 				if j.state != "PENDING" {
 					return slurm.ErrJobNotPending
@@ -499,6 +577,26 @@ func (f *fakeCluster) UpdateJobs(ctx context.Context, ids []string, kv ...string
 		}
 		return nil
 	})
+}
+
+// fakeStartTime reads StartTime= as scontrol does: now, now+SECONDS, or a
+// local time.
+func fakeStartTime(v string, now time.Time) (time.Time, error) {
+	if v == "now" {
+		return now, nil
+	}
+	if rest, ok := strings.CutPrefix(v, "now+"); ok {
+		var n int
+		if _, err := fmt.Sscan(rest, &n); err != nil {
+			return time.Time{}, fmt.Errorf("fake: StartTime=%s: %w", v, slurm.ErrBadArgument)
+		}
+		return now.Add(time.Duration(n) * time.Second), nil
+	}
+	t, err := time.ParseInLocation("2006-01-02T15:04:05", v, time.Local)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("fake: StartTime=%s: %w", v, slurm.ErrBadArgument)
+	}
+	return t, nil
 }
 
 func (f *fakeCluster) Release(ctx context.Context, ids ...string) error {
@@ -586,9 +684,13 @@ func renderSqueue(jobs []slurm.Job) []byte {
 		}
 		used := j.TimeUsed
 		elapsed := fmt.Sprintf("%d:%02d", int(used.Minutes()), int(used.Seconds())%60)
-		fmt.Fprintf(&b, "%s|%s|%s|%s|%s|%d|%s|%s|%s|%s|%s|%s|%-64.64s|%-512.512s\n",
+		dep := j.Dependency
+		if dep == "" {
+			dep = "(null)"
+		}
+		fmt.Fprintf(&b, "%s|%s|%s|%s|%s|%d|%s|%s|%s|%s|%s|%s|%d|%s|%-64.64s|%-512.512s\n",
 			j.JobID, j.ArrayJobID, task, j.User, j.State, j.NumNodes, ts(j.SubmitTime), ts(j.StartTime),
-			elapsed, orNA(j.GresRaw), j.NodeList, j.Reason, j.Name, comment)
+			elapsed, orNA(j.GresRaw), j.NodeList, j.Reason, j.Priority, dep, j.Name, comment)
 	}
 	return []byte(b.String())
 }

@@ -114,7 +114,7 @@ func histSortedKeys[V any](m map[string]V) []string {
 }
 
 // roundGPUDelta is, per node, the GPUs the round's carried-out decisions
-// took (a placement or the target of a move, once released) or gave back
+// took (a placement or the target of a move, once started) or gave back
 // (a preemption, or the source of a move, once requeued).
 func roundGPUDelta(rep RoundReport) map[string]int {
 	if rep.DryRun {
@@ -127,7 +127,7 @@ func roundGPUDelta(rep RoundReport) map[string]int {
 		}
 		for _, id := range r.Sent {
 			switch r.Action.Kind {
-			case ActRelease:
+			case ActStartNow:
 				released[id] = true
 			case ActRequeueHold:
 				requeued[id] = true

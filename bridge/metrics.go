@@ -113,7 +113,7 @@ func (m *Metrics) observeRound(r RoundReport, err error) {
 		for _, j := range r.View.Jobs {
 			counts[j.Class]++
 		}
-		for _, c := range []JobClass{ClassUntagged, ClassPassThrough, ClassWaiting, ClassLaunching, ClassReleased, ClassRunning, ClassPinned} {
+		for _, c := range []JobClass{ClassUntagged, ClassPassThrough, ClassWaiting, ClassHeld, ClassNotReady, ClassLaunching, ClassRunning, ClassPinned} {
 			m.jobs.WithLabelValues(string(c)).Set(float64(counts[c]))
 		}
 		m.gpus.Reset()

@@ -125,7 +125,7 @@ func TestMetricsAfterRounds(t *testing.T) {
 		`hadar_gpus{state="free",type="p100"}`:                         4,
 		`hadar_gpus{state="free",type="k80"}`:                          8,
 		`hadar_slurm_actions_total{kind="place",result="ok"}`:          3,
-		`hadar_slurm_actions_total{kind="release",result="ok"}`:        2, // placed jobs, then the passed-through one
+		`hadar_slurm_actions_total{kind="start-now",result="ok"}`:      2, // placed jobs, then the passed-through one
 		`hadar_slurm_actions_total{kind="await-start",result="ok"}`:    1,
 		`hadar_slurm_actions_total{kind="comment",result="ok"}`:        1, // the pass-through's (placed jobs get theirs in the start-now update)
 		`hadar_slurm_errors_total{class="controller_down"}`:            1,

@@ -44,10 +44,9 @@ func TestDerivePassThroughAfterPlacements(t *testing.T) {
 				"scontrol update JobId=1 NodeList=v1",
 				"scontrol update JobId=3 NodeList=k1",
 				"scontrol update JobId=1,3 StartTime=now" + placedSuffix,
-				"scontrol release 1,3",
 				"squeue until jobs 1,3 are not pending (started, held or gone)",
 				bad,
-				"scontrol release 2",
+				"scontrol update JobId=2 StartTime=now",
 			},
 			kinds: map[string]DecisionKind{"1": DecidePlace, "2": DecidePassThrough, "3": DecidePlace},
 		},
@@ -59,10 +58,9 @@ func TestDerivePassThroughAfterPlacements(t *testing.T) {
 			want: []string{
 				"scontrol update JobId=1 NodeList=v1",
 				"scontrol update JobId=1 StartTime=now" + placedSuffix,
-				"scontrol release 1",
 				"squeue until jobs 1 are not pending (started, held or gone)",
 				bad,
-				"scontrol release 2",
+				"scontrol update JobId=2 StartTime=now",
 			},
 			kinds: map[string]DecisionKind{"1": DecidePlace, "2": DecidePassThrough},
 		},
@@ -75,7 +73,7 @@ func TestDerivePassThroughAfterPlacements(t *testing.T) {
 			want: []string{
 				"squeue until jobs 4 are not pending (started, held or gone)",
 				bad,
-				"scontrol release 2",
+				"scontrol update JobId=2 StartTime=now",
 			},
 			kinds: map[string]DecisionKind{"2": DecidePassThrough},
 		},
@@ -86,10 +84,10 @@ func TestDerivePassThroughAfterPlacements(t *testing.T) {
 			plan:   map[string][]optimizer.Task{},
 			params: timeout,
 			want: []string{
-				"scontrol hold 4",
+				"scontrol update JobId=4 StartTime=now+120",
 				"squeue until jobs 4 are not pending (started, held or gone)",
 				bad,
-				"scontrol release 2",
+				"scontrol update JobId=2 StartTime=now",
 			},
 			kinds: map[string]DecisionKind{"2": DecidePassThrough, "4": DecideRehold},
 		},
@@ -98,7 +96,7 @@ func TestDerivePassThroughAfterPlacements(t *testing.T) {
 			jobs:     []slurm.Job{sJob("1", tag, "PD", 4, 1), sJob("2", "hadar bad", "PD", 4, 1), sJob("5", tag, "R", 1, 1, "k1")},
 			plan:     map[string][]optimizer.Task{"1": {task("v1", "v100", 4)}, "5": {task("v2", "v100", 1)}},
 			params:   DeriveParams{LaunchTimeout: 5 * time.Minute, Preemption: true},
-			want:     []string{bad, "scontrol release 2"},
+			want:     []string{bad, "scontrol update JobId=2 StartTime=now"},
 			kinds:    map[string]DecisionKind{"1": DecideWait, "2": DecidePassThrough, "5": DecideKeep},
 			heldBack: true,
 		},
@@ -111,7 +109,7 @@ func TestDerivePassThroughAfterPlacements(t *testing.T) {
 			want: []string{
 				"squeue until jobs 4 are not pending (started, held or gone)",
 				bad,
-				"scontrol release 2",
+				"scontrol update JobId=2 StartTime=now",
 			},
 			kinds:    map[string]DecisionKind{"1": DecideWait, "2": DecidePassThrough},
 			heldBack: true,
@@ -120,7 +118,7 @@ func TestDerivePassThroughAfterPlacements(t *testing.T) {
 			name:  "no pass-through: no await",
 			jobs:  []slurm.Job{sJob("1", tag, "PD", 4, 1)},
 			plan:  map[string][]optimizer.Task{"1": {task("v1", "v100", 4)}},
-			want:  []string{"scontrol update JobId=1 NodeList=v1", "scontrol update JobId=1 StartTime=now" + placedSuffix, "scontrol release 1"},
+			want:  []string{"scontrol update JobId=1 NodeList=v1", "scontrol update JobId=1 StartTime=now" + placedSuffix},
 			kinds: map[string]DecisionKind{"1": DecidePlace},
 		},
 	}
@@ -128,6 +126,7 @@ func TestDerivePassThroughAfterPlacements(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			v := testView(tt.jobs, nodes, tt.placed)
 			snap := BuildSnapshot(v, testMatrix(), nil, SnapshotParams{Round: time.Minute, DefaultDuration: time.Hour})
+			tt.params.Lease = fakeLease
 			d, err := Derive(v, snap, &optimizer.Plan{Assignments: tt.plan}, tt.params)
 			if err != nil {
 				t.Fatal(err)
@@ -182,23 +181,23 @@ func TestExecutorAwaitStartGatesPassThrough(t *testing.T) {
 		wantHeld  bool
 	}{
 		{
-			name: "placed job started: pass-through commented and released after it",
-			wantCalls: []string{"PlaceOnNodes 101 node1", "Release 101", "SetAdminComment 102 \"hadar: x; released to Slurm's scheduler\"",
-				"Release 102"},
+			name: "placed job started: pass-through commented and handed over after it",
+			wantCalls: []string{"PlaceOnNodes 101 node1", "UpdateJobs 101 StartTime=now", "SetAdminComment 102 \"hadar: x; released to Slurm's scheduler\"",
+				"UpdateJobs 102 StartTime=now"},
 			wantOK: []bool{true, true, true, true, true},
 		},
 		{
-			name:      "placed job still pending: the pass-through job stays held",
+			name:      "placed job still pending: the pass-through job keeps its lease",
 			stuck:     true,
-			wantCalls: []string{"PlaceOnNodes 101 node1", "Release 101"},
+			wantCalls: []string{"PlaceOnNodes 101 node1", "UpdateJobs 101 StartTime=now"},
 			wantOK:    []bool{true, true, false, false, false},
 			wantErr:   ErrStillPending,
 			wantHeld:  true,
 		},
 		{
-			name:      "slurmctld gone during the await: the pass-through job stays held",
+			name:      "slurmctld gone during the await: the pass-through job keeps its lease",
 			failJobs:  true,
-			wantCalls: []string{"PlaceOnNodes 101 node1", "Release 101"},
+			wantCalls: []string{"PlaceOnNodes 101 node1", "UpdateJobs 101 StartTime=now"},
 			wantOK:    []bool{true, true, false, false, false},
 			wantErr:   slurm.ErrControllerDown,
 			wantHeld:  true,
@@ -215,10 +214,10 @@ func TestExecutorAwaitStartGatesPassThrough(t *testing.T) {
 			}
 			actions := []Action{
 				{Kind: ActPlace, JobIDs: []string{placed}, Nodes: []string{"node1"}},
-				{Kind: ActRelease, JobIDs: []string{placed}},
+				{Kind: ActStartNow, JobIDs: []string{placed}},
 				{Kind: ActAwaitStart, JobIDs: []string{placed}},
 				{Kind: ActComment, JobIDs: []string{pass}, Text: PassThroughComment("x")},
-				{Kind: ActRelease, JobIDs: []string{pass}},
+				{Kind: ActStartNow, JobIDs: []string{pass}},
 			}
 			ex := &Executor{Cluster: fc, Allowed: map[string]bool{placed: true, pass: true}, AwaitInterval: time.Millisecond, AwaitTries: 3}
 			res := ex.Execute(context.Background(), actions)
@@ -235,8 +234,8 @@ func TestExecutorAwaitStartGatesPassThrough(t *testing.T) {
 			if !errors.Is(res[2].Err, tt.wantErr) {
 				t.Errorf("await error = %v, want %v", res[2].Err, tt.wantErr)
 			}
-			if j := fc.job(pass); j.held != tt.wantHeld {
-				t.Errorf("pass-through job held = %v, want %v", j.held, tt.wantHeld)
+			if leased := fc.leased(pass); leased != tt.wantHeld {
+				t.Errorf("pass-through job on its lease = %v, want %v", leased, tt.wantHeld)
 			}
 			if !tt.failJobs && !tt.stuck {
 				if n := fc.jobsCalls; n != 1 {
@@ -253,15 +252,18 @@ func TestExecutorAwaitStartGatesPassThrough(t *testing.T) {
 }
 
 func TestStillPending(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
 	jobs := []slurm.Job{
 		{JobID: "1", State: "RUNNING"},
 		{JobID: "2", State: "PENDING", Reason: "Resources"},
 		{JobID: "3", State: "PENDING", Reason: "JobHeldAdmin"},
 		{JobID: "4", State: "PENDING", Reason: "BeginTime"},
+		{JobID: "8", State: "PENDING", Reason: "BeginTime", StartTime: now.Add(time.Minute)},
 		{JobID: "9", ArrayJobID: "5", ArrayTaskID: "1", State: "PENDING", Reason: "Priority"},
 		{JobID: "6", State: "COMPLETING"},
 	}
-	got := stillPending(jobs, []string{"1", "2", "3", "4", "5_1", "6", "7"})
+	// 8 is on a lease again: Slurm cannot start it.
+	got := stillPending(jobs, []string{"1", "2", "3", "4", "5_1", "6", "7", "8"}, now)
 	if diff := cmp.Diff([]string{"2", "4", "5_1"}, got); diff != "" {
 		t.Errorf("still pending (-want +got):\n%s", diff)
 	}
@@ -294,38 +296,38 @@ func TestPassThroughDoesNotTakePlacedJobsNode(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("jobs after one round (-want +got):\n%s", diff)
 	}
-	var releases []string
+	var starts []string
 	for _, c := range h.fc.Calls() {
-		if strings.HasPrefix(c, "Release ") {
-			releases = append(releases, c)
+		if strings.HasPrefix(c, "UpdateJobs ") && strings.Contains(c, "StartTime=now") {
+			starts = append(starts, strings.Fields(c)[1])
 		}
 	}
-	if diff := cmp.Diff([]string{"Release " + placed, "Release " + pass}, releases); diff != "" {
-		t.Errorf("releases (-want +got):\n%s", diff)
+	if diff := cmp.Diff([]string{placed, pass}, starts); diff != "" {
+		t.Errorf("StartTime=now updates (-want +got):\n%s", diff)
 	}
 	if n := rep.PassedThrough(); n != 1 {
 		t.Errorf("PassedThrough = %d, want 1", n)
 	}
 }
 
-// The promised bound: a held pass-through job is released at the latest in
-// the first round that starts more than 2 x launch_timeout after its
-// submission, even if every job hadar releases stays pending and new jobs
-// keep arriving.
+// The promised bound: a pass-through job is Slurm's at the latest when its
+// lease runs out, even if every job hadar starts stays pending (so hadar
+// never hands it over itself) and new jobs keep arriving.
 func TestPassThroughReleasedWithinBound(t *testing.T) {
 	const launchTimeout = 5 * time.Minute
 	tests := []struct {
 		name  string
 		stuck bool // released jobs never start
-		// wantRound is the round (from 1, one a minute) that releases the
-		// pass-through job.
+		// wantRound is the round (from 1, one a minute) after which the
+		// pass-through job is Slurm's; byHadar whether hadar handed it
+		// over (else its lease ran out).
 		wantRound int
+		byHadar   bool
 	}{
-		{name: "hadar's jobs start: the first round", wantRound: 1},
-		// Rounds at t0+0..: jobs released at +0..+4 min are held again
-		// more than 5 min later, the last at +10 min (round 11); from
-		// +5 min (round 6) nothing new is placed.
-		{name: "hadar's jobs never start: within 2 x launch_timeout", stuck: true, wantRound: 11},
+		{name: "hadar's jobs start: the first round", wantRound: 1, byHadar: true},
+		// Rounds at t0+0..: hadar waits for the jobs it started, which
+		// never start; the lease of t0+2m runs out before round 3.
+		{name: "hadar's jobs never start: within a lease", stuck: true, wantRound: 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -343,9 +345,9 @@ func TestPassThroughReleasedWithinBound(t *testing.T) {
 				if heldBack > 0 && rep.Count(DecidePlace) > 0 {
 					placedAfter++
 				}
-				if !h.fc.job(pass).held {
+				if !h.fc.leased(pass) {
 					released = round
-					if rep.PassedThrough() != 1 {
+					if tt.byHadar && rep.PassedThrough() != 1 {
 						t.Errorf("round %d: PassedThrough = %d", round, rep.PassedThrough())
 					}
 				}
@@ -357,8 +359,12 @@ func TestPassThroughReleasedWithinBound(t *testing.T) {
 			if placedAfter > 0 {
 				t.Errorf("%d held-back rounds still placed jobs", placedAfter)
 			}
-			if j := h.fc.job(pass); j.releases != 1 || !strings.HasPrefix(j.admin, "hadar: bad hadar tag") {
-				t.Errorf("pass-through job: %d releases, admin comment %q", j.releases, j.admin)
+			wantStarts := 0
+			if tt.byHadar {
+				wantStarts = 1
+			}
+			if j := h.fc.job(pass); j.starts != wantStarts || (tt.byHadar && !strings.HasPrefix(j.admin, "hadar: bad hadar tag")) {
+				t.Errorf("pass-through job: handed over %d times, admin comment %q", j.starts, j.admin)
 			}
 		})
 	}
@@ -380,7 +386,7 @@ func TestReleaseAllIncludesPassThrough(t *testing.T) {
 	if diff := cmp.Diff([]string{w1, pass, w2}, got); diff != "" {
 		t.Errorf("released (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"Release " + strings.Join([]string{w1, pass, w2}, ",")}, h.fc.Calls()); diff != "" {
+	if diff := cmp.Diff([]string{"UpdateJobs " + strings.Join([]string{w1, pass, w2}, ",") + " StartTime=now"}, h.fc.Calls()); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)
 	}
 }

@@ -27,6 +27,7 @@ func (f *fakeCluster) requeueOnNodeFailure(id string) {
 	j := f.jobs[id]
 	j.reqNodes = append([]string(nil), j.nodes...)
 	j.state, j.reason, j.nodes, j.held = "PENDING", "BeginTime", nil, false
+	j.begin = f.clock().Add(120 * time.Second)
 	j.restarts++
 }
 
@@ -37,9 +38,8 @@ func (f *fakeCluster) setNodeState(name, state string) {
 }
 
 // A node fails under a running hadar job: Slurm requeues the job, still
-// pinned to the dead node and not held. hadar takes it back (hold) at once
-// and re-places it on a live node the next round; before the fix such a
-// job was "released" (Slurm's) and waited for the dead node forever.
+// pinned to the dead node, with a begin time 120 s on. hadar reads that as
+// a lease: the job is waiting, and the round places it on a live node.
 func TestNodeFailureRequeuedJobIsReplaced(t *testing.T) {
 	h := newHarness(t, nil)
 	id := h.fc.submit(resnet, 4, 1, t0)
@@ -57,14 +57,6 @@ func TestNodeFailureRequeuedJobIsReplaced(t *testing.T) {
 	h.fc.requeueOnNodeFailure(id)
 	h.clock.advance(10 * time.Second)
 	rep := h.cycle(b)
-	if got := rep.Count(DecideRehold); got != 1 {
-		t.Fatalf("re-holds: %d, decisions %+v", got, rep.Decisions)
-	}
-	if !h.fc.job(id).held {
-		t.Fatalf("requeued job not held again: %+v", h.fc.job(id))
-	}
-	h.clock.advance(5 * time.Second)
-	rep = h.cycle(b)
 	j = h.fc.job(id)
 	if rep.Count(DecidePlace) != 1 || j.state != "RUNNING" || len(j.nodes) != 1 || j.nodes[0] == dead {
 		t.Fatalf("not re-placed on a live node: %+v, decisions %+v", j, rep.Decisions)
@@ -72,7 +64,7 @@ func TestNodeFailureRequeuedJobIsReplaced(t *testing.T) {
 }
 
 // A job hadar released that Slurm has not started yet, whose node is then
-// drained, is held again at once instead of after launch_timeout.
+// drained, gets a lease again at once instead of after launch_timeout.
 func TestLaunchingJobOnDrainedNodeIsReheld(t *testing.T) {
 	h := newHarness(t, nil)
 	h.fc.noAutoStart = true
@@ -86,8 +78,8 @@ func TestLaunchingJobOnDrainedNodeIsReheld(t *testing.T) {
 	h.fc.setNodeState(j.reqNodes[0], "IDLE+DRAIN")
 	h.clock.advance(5 * time.Second)
 	rep := h.cycle(b)
-	if rep.Count(DecideRehold) != 1 || !h.fc.job(id).held {
-		t.Fatalf("not held again: %+v", rep.Decisions)
+	if rep.Count(DecideRehold) != 1 || !h.fc.leased(id) {
+		t.Fatalf("no lease again: %+v", rep.Decisions)
 	}
 	for _, d := range rep.Decisions {
 		if d.Kind == DecideRehold && !strings.Contains(d.Reason, "not usable") {
@@ -96,17 +88,19 @@ func TestLaunchingJobOnDrainedNodeIsReheld(t *testing.T) {
 	}
 }
 
-// A tagged job released to Slurm's scheduler (fail-open, an admin) that
-// simply waits for resources is left to Slurm.
-func TestReleasedJobWaitingForResourcesIsLeftAlone(t *testing.T) {
+// A tagged job whose lease ran out while hadar was away (fail-open, a dead
+// daemon) and that Slurm has not started (it waits for resources) is
+// hadar's again.
+func TestLapsedLeaseIsTakenBack(t *testing.T) {
 	h := newHarness(t, nil)
+	h.fc.noAutoStart = true
 	id := h.fc.submit(resnet, 4, 1, t0)
 	j := h.fc.job(id)
-	j.held, j.reason = false, "Resources"
+	j.begin, j.reason = t0.Add(-time.Second), "Resources"
 	b := h.bridge()
 	rep := h.cycle(b)
-	if rep.View.Job(id).Class != ClassReleased || len(rep.Actions) != 0 {
-		t.Fatalf("class %s, actions %v", rep.View.Job(id).Class, rep.Actions)
+	if c := rep.View.Job(id).Class; c != ClassWaiting || rep.Count(DecidePlace) != 1 {
+		t.Fatalf("class %s, decisions %+v; want waiting, placed", c, rep.Decisions)
 	}
 }
 
@@ -156,12 +150,12 @@ func (r *scriptedRunner) Run(ctx context.Context, name string, args ...string) (
 func TestGarbageAmongGoodRecordsDoesNotBreakTheRound(t *testing.T) {
 	good := []slurm.Job{
 		{JobID: "11", ArrayJobID: "11", User: "alice", State: "PENDING", NumNodes: 1, SubmitTime: t0,
-			GresRaw: "gres:gpu:1", Reason: "JobHeldUser", Name: "a", Comment: resnet},
+			GresRaw: "gres:gpu:1", Reason: "BeginTime", StartTime: t0.Add(fakeLease), Name: "a", Comment: resnet},
 		{JobID: "12", ArrayJobID: "12", User: "bob", State: "PENDING", NumNodes: 1, SubmitTime: t0,
-			GresRaw: "gres:gpu:2", Reason: "JobHeldUser", Name: "b", Comment: resnet},
+			GresRaw: "gres:gpu:2", Reason: "BeginTime", StartTime: t0.Add(fakeLease), Name: "b", Comment: resnet},
 	}
 	bad := slurm.Job{JobID: "13", ArrayJobID: "13", User: "eve", State: "PENDING", NumNodes: 1, SubmitTime: t0,
-		GresRaw: "gres:gpu:1", Reason: "JobHeldUser", Name: "c", Comment: resnet}
+		GresRaw: "gres:gpu:1", Reason: "BeginTime", StartTime: t0.Add(fakeLease), Name: "c", Comment: resnet}
 	first := renderSqueue(good[:1])
 	second := renderSqueue(good[1:])
 	broken := bytes.Replace(renderSqueue([]slurm.Job{bad}), []byte("|PENDING|"), []byte("|pending?|"), 1)
@@ -201,7 +195,7 @@ func TestGarbageAmongGoodRecordsDoesNotBreakTheRound(t *testing.T) {
 	}
 	var released bool
 	for _, u := range runner.updates {
-		if u[1] == "release" && u[2] == "11,12" {
+		if u[1] == "update" && u[2] == "JobId=11,12" && u[3] == "StartTime=now" {
 			released = true
 		}
 		for _, a := range u {
@@ -211,7 +205,7 @@ func TestGarbageAmongGoodRecordsDoesNotBreakTheRound(t *testing.T) {
 		}
 	}
 	if !released {
-		t.Errorf("good jobs not released: %q", runner.updates)
+		t.Errorf("good jobs not started: %q", runner.updates)
 	}
 	logMu.Lock()
 	out := logBuf.String()
@@ -376,8 +370,8 @@ func TestExecutorStopsAfterTimeout(t *testing.T) {
 }
 
 // The history of a round in which one job's NodeList update failed: the
-// batched release went out without that job, and the state database says
-// so (before the fix the row listed it among the released, result ok).
+// batched StartTime=now went out without that job, and the state database
+// says so.
 func TestPartlySkippedActionIsRecordedAsPartial(t *testing.T) {
 	h := newHarness(t, nil)
 	var ids []string
@@ -393,12 +387,12 @@ func TestPartlySkippedActionIsRecordedAsPartial(t *testing.T) {
 	}
 	var rel *statedb.Action
 	for i := range rows {
-		if rows[i].Kind == string(ActRelease) {
+		if rows[i].Kind == string(ActStartNow) {
 			rel = &rows[i]
 		}
 	}
 	if rel == nil || rel.Result != "partial" || !strings.Contains(rel.Error, ids[1]) {
-		t.Fatalf("release row: %+v", rel)
+		t.Fatalf("start-now row: %+v", rel)
 	}
 }
 
@@ -407,7 +401,7 @@ func TestPartlySkippedActionIsRecordedAsPartial(t *testing.T) {
 // must not start it again at once (StartTime=now) on the node it was just
 // requeued from: on the real cluster that raced the node's revocation of
 // the old run's credential and the job FAILED ("Job credential revoked").
-// It is held, and placed again a round later.
+// It gets a lease, and is placed again a round later.
 func TestRequeuedBeforeSeenRunningIsNotKicked(t *testing.T) {
 	h := newHarness(t, nil)
 	id := h.fc.submit(resnet, 1, 1, t0)
@@ -417,13 +411,11 @@ func TestRequeuedBeforeSeenRunningIsNotKicked(t *testing.T) {
 	h.fc.resetCalls()
 	h.clock.advance(2 * time.Second)
 	rep := h.cycle(b)
-	for _, c := range h.fc.Calls() {
-		if strings.Contains(c, "StartTime=now") {
-			t.Fatalf("started again at once: %v", h.fc.Calls())
-		}
+	if h.fc.updates(id, "StartTime=now") != 0 {
+		t.Fatalf("started again at once: %v", h.fc.Calls())
 	}
-	if rep.Count(DecideRehold) != 1 || !h.fc.job(id).held {
-		t.Fatalf("not held: %+v", rep.Decisions)
+	if rep.Count(DecideRehold) != 1 || !h.fc.leased(id) {
+		t.Fatalf("no lease: %+v", rep.Decisions)
 	}
 	h.clock.advance(5 * time.Second)
 	rep = h.cycle(b)

@@ -82,8 +82,16 @@ func viewFromFixtures(t *testing.T, c *slurm.Client, st *profiles.Store, default
 	if err != nil {
 		t.Fatal(err)
 	}
+	now := time.Date(2026, 11, 29, 15, 0, 0, 0, time.Local)
+	// These queues were captured when job_submit.lua held tagged jobs
+	// with priority 0 (JobHeldUser); today the same jobs wait on its lease.
+	for i := range jobs {
+		if j := &jobs[i]; jobproto.IsTagged(j.Comment) && j.Reason == "JobHeldUser" {
+			j.Reason, j.StartTime, j.Priority = "BeginTime", now.Add(fakeLease), 1000
+		}
+	}
 	v := BuildView(ViewInput{
-		Now: time.Date(2026, 11, 29, 15, 0, 0, 0, time.Local), Jobs: jobs, Nodes: nodes,
+		Now: now, Jobs: jobs, Nodes: nodes, Lease: fakeLease,
 		ResolveGPU:   func(s string) (string, error) { return st.ResolveGPUType(ctx, s) },
 		Models:       jobproto.NewModelResolver(tp.JobTypes(), aliases),
 		DefaultModel: defaultModel, Throughput: tp,
@@ -118,7 +126,8 @@ func TestSnapshotFromFixtures(t *testing.T) {
 		u := jobSummary{Class: ClassUntagged}
 		wantJobs := map[string]jobSummary{
 			"1": u, "2": u, "3": u, "5": u, "6": u, "12": u, "13": u, "14": u, "15": u, "17": u,
-			"16": {Class: ClassUntagged, Held: true},
+			// An untagged job's hold is not hadar's.
+			"16": u,
 			// vae and bert are not in the matrix; "hadar" names no model.
 			"10":   {Class: ClassPassThrough, Workers: 1, Held: true, Problem: true},
 			"7":    {Class: ClassPassThrough, Workers: 1, Held: true, Problem: true},
@@ -146,15 +155,15 @@ func TestSnapshotFromFixtures(t *testing.T) {
 		if n := v.Node("node3"); n.Available() != 0 || n.Type != "p100" {
 			t.Errorf("node3 = %+v", n)
 		}
-		// Whatever the policy picks, the round places job 8 and releases
-		// it; the two jobs passed through are released after it, in their
-		// own release, once job 8 is seen started.
+		// Whatever the policy picks, the round places job 8 and starts
+		// it; the leases of the two jobs passed through end after it, in
+		// their own update, once job 8 is seen started.
 		pol, _ := optimizer.New("hadar", optimizer.Options{})
 		plan, err := pol.Plan(snap)
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := Derive(v, snap, plan, DeriveParams{})
+		d, err := Derive(v, snap, plan, DeriveParams{Lease: fakeLease})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,7 +172,7 @@ func TestSnapshotFromFixtures(t *testing.T) {
 			kinds[a.Kind] = append(kinds[a.Kind], a.JobIDs...)
 		}
 		wantKinds := map[ActionKind][]string{
-			ActComment: {"10", "7"}, ActPlace: {"8"}, ActStartNow: {"8"}, ActRelease: {"10", "7", "8"}, ActAwaitStart: {"8"},
+			ActComment: {"10", "7"}, ActPlace: {"8"}, ActStartNow: {"10", "7", "8"}, ActAwaitStart: {"8"},
 		}
 		if diff := cmp.Diff(wantKinds, kinds, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 			t.Errorf("actions (-want +got):\n%s", diff)

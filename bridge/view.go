@@ -26,16 +26,24 @@ const (
 	// scheduler once, with the reason in its AdminComment; otherwise it is
 	// Slurm's and its GPUs count as others' work.
 	ClassPassThrough JobClass = "pass-through"
-	// ClassWaiting: tagged, pending and held: hadar may place it.
+	// ClassWaiting: tagged, pending, and hadar's to place: on hadar's
+	// lease (job_submit.lua's begin time, renewed by hadar), a lease that
+	// ran out before Slurm started the job (hadar takes it back), or in
+	// hadar's own hold of a migration (requeuehold).
 	ClassWaiting JobClass = "waiting"
-	// ClassLaunching: tagged, placed and released by hadar, not started yet.
-	// Its GPUs are reserved; it is not re-planned (unless it overstays
-	// launch_timeout, when it is held again).
+	// ClassLaunching: tagged, placed and started by hadar (StartTime=now),
+	// not running yet. Its GPUs are reserved; it is not re-planned (unless
+	// it overstays launch_timeout, when it gets a lease again).
 	ClassLaunching JobClass = "launching"
-	// ClassReleased: tagged, pending, not held, and hadar has no record of
-	// placing it (released by fail-open, an admin, or a lost database):
-	// Slurm's scheduler has it.
-	ClassReleased JobClass = "released"
+	// ClassHeld: tagged and held by its owner or an admin (sbatch -H,
+	// scontrol hold: JobHeldUser, JobHeldAdmin). Not hadar's hold: hadar
+	// never releases it and does not plan it; it keeps its lease, so that
+	// once released it waits for hadar again.
+	ClassHeld JobClass = "held"
+	// ClassNotReady: tagged and pending, but Slurm would not start it yet:
+	// its user's own begin time (--begin) is ahead, or it waits for a
+	// dependency. Not planned; JobView.Waits says why.
+	ClassNotReady JobClass = "not-ready"
 	// ClassRunning: tagged and running on nodes hadar schedules: the policy
 	// may keep, move or (with preemption) stop it.
 	ClassRunning JobClass = "running"
@@ -44,21 +52,65 @@ const (
 	ClassPinned JobClass = "pinned"
 )
 
-// heldReasons are the pending reasons of a held job: JobHeldUser is what
-// job_submit.lua's priority 0 gives, JobHeldAdmin what scontrol hold by
-// root gives. scontrol requeuehold leaves the reason "job requeued in held
-// state" (squeue %r; scontrol show job prints it with underscores): a job
-// hadar requeued to migrate it shows it until released, so a migration cut
-// short (a failed place, a killed daemon) must still read as held, or the
-// job would never be released again, not even by fail-open. When a
-// launch fails on a node (seen on 24.11 when a node came back from a
-// network cut just as hadar placed a job there), Slurm drains the node and
-// holds the job with "launch failed requeued held": hadar placed the job,
-// so it takes it back and places it again, on another node (the drained one
-// is not usable), instead of leaving it held with no one to release it.
+// hadarHoldReasons are the pending reasons of a job in hadar's own hold:
+// scontrol requeuehold leaves "job requeued in held state" (squeue %r;
+// scontrol show job prints it with underscores): a job hadar requeued to
+// migrate it shows it until released, so a migration cut short (a failed
+// place, a killed daemon) must still read as hadar's, or the job would
+// never be released again, not even by fail-open. When a launch fails on a
+// node (seen on 24.11 when a node came back from a network cut just as
+// hadar placed a job there), Slurm drains the node and holds the job with
+// "launch failed requeued held": hadar placed the job, so it takes it back
+// and places it again, on another node.
+var hadarHoldReasons = map[string]bool{"job requeued in held state": true, "job_requeued_in_held_state": true,
+	"launch failed requeued held": true, "launch_failed_requeued_held": true}
+
+// ownerHoldReasons are the holds of a job's owner (sbatch -H, scontrol
+// hold by the user: JobHeldUser) and of an admin (JobHeldAdmin). hadar
+// never releases them.
+var ownerHoldReasons = map[string]bool{"JobHeldUser": true, "JobHeldAdmin": true}
+
+// heldReasons are every hold, hadar's or not: Slurm starts none of these
+// jobs until someone releases it.
 var heldReasons = map[string]bool{"JobHeldUser": true, "JobHeldAdmin": true,
 	"job requeued in held state": true, "job_requeued_in_held_state": true,
 	"launch failed requeued held": true, "launch_failed_requeued_held": true}
+
+// dependencyReasons are the pending reasons of a job whose dependency is
+// not met.
+var dependencyReasons = map[string]bool{"Dependency": true, "DependencyNeverSatisfied": true}
+
+// leaseSlack is how far past its submission (or hadar's last renewal) a
+// lease may end before hadar reads the difference as the user's own
+// --begin: job_submit.lua's clock and slurmctld's submit time may differ by
+// a second, and Slurm prints whole seconds.
+const leaseSlack = 2 * time.Second
+
+// Lease is what hadar reads of a pending job's begin time, for the lease
+// of job_submit.lua (begin = max(the user's --begin, submit) + lease).
+type Lease struct {
+	// Until is when the lease runs out (the job's begin time); zero when
+	// it has none in the future.
+	Until time.Time
+	// UserBegin is the user's own begin time, when it is still ahead
+	// (Until minus the lease); zero otherwise.
+	UserBegin time.Time
+}
+
+// ReadLease reads job j's lease at now, for a lease of length lease.
+func ReadLease(j slurm.Job, now time.Time, lease time.Duration) Lease {
+	if j.State != "PENDING" || !j.StartTime.After(now) {
+		return Lease{}
+	}
+	l := Lease{Until: j.StartTime}
+	// A user's begin is after the submission as well as ahead of now (a
+	// lease from the submission, or renewed by hadar, is neither).
+	begin := j.StartTime.Add(-lease)
+	if begin.After(now.Add(leaseSlack)) && (j.SubmitTime.IsZero() || begin.After(j.SubmitTime.Add(leaseSlack))) {
+		l.UserBegin = begin
+	}
+	return l
+}
 
 // JobView is one job of the queue as the bridge understands it.
 type JobView struct {
@@ -78,9 +130,20 @@ type JobView struct {
 	// Problem is why a tagged job is passed through to Slurm ("" if none).
 	Problem string
 	Class   JobClass
-	// Held is true for a pending job held with priority 0 (JobHeldUser,
-	// JobHeldAdmin, or requeued in held state: see heldReasons).
+	// Held is true for a pending job hadar holds (ClassWaiting, or a
+	// pass-through job not yet handed to Slurm): on a lease, or in hadar's
+	// own hold (PriorityHeld).
 	Held bool
+	// PriorityHeld is true for a job in hadar's own priority-0 hold (see
+	// hadarHoldReasons): placing it takes a release besides StartTime=now.
+	PriorityHeld bool
+	// Lease is the job's begin time as hadar reads it (ReadLease).
+	Lease Lease
+	// Priority is the job's priority in the site's policy (squeue %Q):
+	// the order in which hadar starts waiting jobs.
+	Priority int64
+	// Waits says why a held or not-ready job waits ("" otherwise).
+	Waits string
 	// NumNodes and GPUsPerNode are the job's request (--nodes,
 	// --gres=gpu:N); Workers is their product, the gang size.
 	NumNodes    int
@@ -322,11 +385,18 @@ type ViewInput struct {
 	// database's record): the job's request is read from these, not from
 	// the type hadar set.
 	Requested map[string]string
+	// Lease is the length of job_submit.lua's begin-time lease (hadar.toml
+	// lease): a pending tagged job's begin time minus it is its user's own
+	// --begin (ReadLease). Zero: jobproto.DefaultLease.
+	Lease time.Duration
 }
 
 // BuildView classifies an observation. It is pure.
 func BuildView(in ViewInput) *View {
 	v := &View{Now: in.Now, byID: map[string]*JobView{}, node: map[string]*NodeView{}}
+	if in.Lease <= 0 {
+		in.Lease = jobproto.DefaultLease
+	}
 	note := in.Notes
 	if note == nil {
 		note = func(string, string) {}
@@ -346,7 +416,9 @@ func BuildView(in ViewInput) *View {
 		j := &in.Jobs[i]
 		jv := &JobView{ID: j.ID(), RawID: j.JobID, User: j.User, State: j.State, Reason: j.Reason,
 			NumNodes: max(j.NumNodes, 1), Submit: j.SubmitTime, TimeUsed: j.TimeUsed}
-		jv.Held = j.State == "PENDING" && heldReasons[j.Reason]
+		jv.Lease = ReadLease(*j, in.Now, in.Lease)
+		jv.PriorityHeld = j.State == "PENDING" && hadarHoldReasons[j.Reason]
+		jv.Priority = j.Priority
 		if _, dup := v.byID[jv.ID]; dup {
 			continue // the parser already drops duplicates; be safe
 		}
@@ -367,34 +439,52 @@ func BuildView(in ViewInput) *View {
 		if jv.Problem != "" {
 			jv.Class = ClassPassThrough
 			jv.Nodes = j.Nodes
+			// hadar still holds it while its lease or hadar's own hold
+			// is on: handing it to Slurm ends them (passThroughActions).
+			jv.Held = jv.PriorityHeld || !jv.Lease.Until.IsZero()
 			continue
 		}
+		p, placed := in.Placed[jv.ID]
+		placed = placed && len(p.Nodes) > 0
 		switch {
-		case jv.Held:
-			jv.Class = ClassWaiting
-		case j.State == "PENDING":
-			if p, ok := in.Placed[jv.ID]; ok && len(p.Nodes) > 0 {
-				jv.Class = ClassLaunching
-				jv.Nodes = p.Nodes
-				jv.ReleasedAt = p.ReleasedAt
-				for _, name := range p.Nodes {
-					if n := v.node[name]; n == nil || !n.Usable {
-						jv.Stranded = fmt.Sprintf("node %s, where it was placed, is not usable", name)
-						if n != nil {
-							jv.Stranded += " (" + n.Why + ")"
-						}
-						break
+		case j.State != "PENDING":
+		case ownerHoldReasons[j.Reason]:
+			jv.Class = ClassHeld
+			jv.Waits = "held by its owner or an admin (" + j.Reason + "); hadar plans it once they release it"
+		case jv.PriorityHeld:
+			jv.Class, jv.Held = ClassWaiting, true
+		case placed:
+			jv.Class = ClassLaunching
+			jv.Nodes = p.Nodes
+			jv.ReleasedAt = p.ReleasedAt
+			for _, name := range p.Nodes {
+				if n := v.node[name]; n == nil || !n.Usable {
+					jv.Stranded = fmt.Sprintf("node %s, where it was placed, is not usable", name)
+					if n != nil {
+						jv.Stranded += " (" + n.Why + ")"
 					}
-				}
-			} else {
-				jv.Class = ClassReleased
-				if j.Reason == "BeginTime" {
-					jv.Stranded = "Slurm requeued it on its own (node failure or plain requeue) and would restart it without hadar"
+					break
 				}
 			}
 			if jv.Stranded == "" && nodesUnavailable(j.Reason) {
 				jv.Stranded = fmt.Sprintf("Slurm cannot start it on the node(s) it is pinned to (%s)", j.Reason)
 			}
+		case j.Dependency != "" || dependencyReasons[j.Reason]:
+			jv.Class = ClassNotReady
+			jv.Waits = "waits for its dependency"
+			if j.Dependency != "" {
+				jv.Waits += " (" + j.Dependency + ")"
+			}
+		case !jv.Lease.UserBegin.IsZero():
+			jv.Class = ClassNotReady
+			jv.Waits = "begins at " + jv.Lease.UserBegin.Format(time.DateTime) + " (its --begin)"
+		default:
+			// On hadar's lease, or a lease that ran out before Slurm
+			// started the job: hadar's to place either way.
+			jv.Class, jv.Held = ClassWaiting, true
+		}
+		switch {
+		case j.State == "PENDING":
 		case j.State == "RUNNING" || j.State == "CONFIGURING":
 			jv.Nodes = j.Nodes
 			jv.Class = ClassRunning

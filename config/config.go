@@ -74,10 +74,18 @@ type Config struct {
 	// plans. When false, a running job keeps its GPUs until it ends or is
 	// migrated. Default false.
 	Preemption bool `toml:"preemption"`
-	// LaunchTimeout is how long a job hadar released may stay pending (its
-	// GPUs taken by someone else meanwhile) before hadar holds it again and
-	// re-plans it. Default 5m.
+	// LaunchTimeout is how long a job hadar started may stay pending (its
+	// GPUs taken by someone else meanwhile, a limit of the site) before
+	// hadar gives it a lease again and re-plans it. Default 5m.
 	LaunchTimeout Duration `toml:"launch_timeout"`
+	// Lease is how long a tagged job waits for hadar before Slurm may
+	// start it alone: job_submit.lua sets a job's begin time to its
+	// submission (or its user's --begin) plus this, and hadar renews it
+	// for the jobs it has not placed once less than half of it is left
+	// (every poll). It must equal HADAR_LEASE_SECONDS in job_submit.lua.
+	// If hadar-slurmd dies or hangs, every tagged job is Slurm's within
+	// this. At least 4 x poll_interval and 10s. Default 2m.
+	Lease Duration `toml:"lease"`
 	// DefaultDuration is the run time assumed, on its fastest GPU type, for
 	// a job whose tag gives no steps=. Default 1h.
 	DefaultDuration Duration `toml:"default_duration"`
@@ -302,6 +310,7 @@ func Default() Config {
 		MinRoundGap:      Duration{5 * time.Second},
 		MigrationPenalty: Duration{10 * time.Minute},
 		LaunchTimeout:    Duration{5 * time.Minute},
+		Lease:            Duration{jobproto.DefaultLease},
 		DefaultDuration:  Duration{time.Hour},
 		DataDir:          dataDir,
 		SpoolDir:         jobproto.DefaultSpoolDir,
@@ -446,6 +455,7 @@ func (c Config) Validate() error {
 		{"min_round_gap", c.MinRoundGap.Duration, 0},
 		{"migration_penalty", c.MigrationPenalty.Duration, 0},
 		{"launch_timeout", c.LaunchTimeout.Duration, time.Second},
+		{"lease", c.Lease.Duration, 10 * time.Second},
 		{"default_duration", c.DefaultDuration.Duration, time.Second},
 		{"slurm.command_timeout", c.Slurm.CommandTimeout.Duration, time.Second},
 	} {
@@ -466,6 +476,9 @@ func (c Config) Validate() error {
 			key, _, _ := strings.Cut(err.Error(), " ")
 			return bad(table+"."+key, "%v", err)
 		}
+	}
+	if c.Lease.Duration < 4*c.PollInterval.Duration {
+		return bad("lease", "%v is shorter than 4 x poll_interval (%v): a poll renews a lease once half of it is left", c.Lease.Duration, c.PollInterval.Duration)
 	}
 	if c.MinRoundGap.Duration > c.Round.Duration {
 		return bad("min_round_gap", "%v is longer than round (%v)", c.MinRoundGap.Duration, c.Round.Duration)

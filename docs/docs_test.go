@@ -61,8 +61,10 @@ func fakeSqueue(t *testing.T) string {
 	t.Helper()
 	values := map[byte]string{
 		'A': "42", 'F': "42", 'K': "N/A", 'u': "alice", 'T': "PENDING", 'D': "1",
-		'V': time.Now().Add(-10 * time.Minute).Format("2006-01-02T15:04:05"), 'S': "N/A", 'M': "0:00",
-		'b': "gres:gpu:2", 'N': "", 'r': "JobHeldUser", 'j': "train", 'k': "hadar model=resnet50-bs64 steps=200000",
+		'V': time.Now().Add(-10 * time.Minute).Format("2006-01-02T15:04:05"),
+		'S': time.Now().Add(time.Minute).Format("2006-01-02T15:04:05"), 'M': "0:00",
+		'b': "gres:gpu:2", 'N': "", 'r': "BeginTime", 'Q': "4294901759", 'E': "(null)", 'j': "train",
+		'k': "hadar model=resnet50-bs64 steps=200000",
 	}
 	var fields []string
 	for _, f := range strings.Split(slurm.JobFormat, "|") {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -14,11 +15,16 @@ const TagWord = "hadar"
 // MaxCopies is the largest copies= a tag may ask for.
 const MaxCopies = 64
 
+// DefaultLease is job_submit.lua's begin-time lease as shipped
+// (HADAR_LEASE_SECONDS): a tagged job waits this long for hadar before
+// Slurm may start it alone, unless hadar renews it.
+const DefaultLease = 2 * time.Minute
+
 // IsTagged reports whether a job comment is a hadar tag: exactly "hadar", or
 // "hadar " followed by anything. This is the rule job_submit.lua applies
-// when it holds a job at submission, so every tagged job the bridge sees was
-// held by Slurm (and no other job was). "hadarx", " hadar" and "HADAR" are
-// not tags.
+// when it gives a job its lease at submission, so every tagged job the
+// bridge sees waited for hadar (and no other job did). "hadarx", " hadar"
+// and "HADAR" are not tags.
 func IsTagged(comment string) bool {
 	return comment == TagWord || strings.HasPrefix(comment, TagWord+" ")
 }

@@ -185,8 +185,8 @@ func buildExplain(dr *dryRound, id string) (explainOutput, error) {
 			line += ": " + js.Reason
 		}
 		out.Details = append([]string{line}, out.Details...)
-		if out.Class == string(bridge.ClassReleased) && js.Class == bridge.ClassLaunching || js.Decision == bridge.DecidePlace && out.Class == string(bridge.ClassReleased) {
-			out.Summary = fmt.Sprintf("released by hadar-slurmd to %s; Slurm has not started it yet (%s)", js.To, out.Reason)
+		if out.Class == string(bridge.ClassWaiting) && (js.Class == bridge.ClassLaunching || js.Decision == bridge.DecidePlace) {
+			out.Summary = fmt.Sprintf("started by hadar-slurmd on %s; Slurm has not started it yet (%s)", js.To, out.Reason)
 		}
 	}
 	return out, nil
@@ -424,7 +424,7 @@ func explainClass(out *explainOutput, rep bridge.RoundReport, jv *bridge.JobView
 	case bridge.ClassPassThrough:
 		if d != nil && d.Decision == string(bridge.DecidePassThrough) {
 			out.Summary = "passed through to Slurm's scheduler: " + out.Problem
-			add("hadar-slurmd releases it once, with AdminComment %q, and never touches it again: right after the jobs it placed that round have started (or, if they are slow to start, in a later round: at most 2 x launch_timeout after submission)", bridge.PassThroughComment(out.Problem))
+			add("hadar-slurmd ends its lease once (StartTime=now, or its own --begin), with AdminComment %q, and never touches it again: right after the jobs it placed that round have started (or, if they are slow to start, in a later round: at most 2 x launch_timeout after submission)", bridge.PassThroughComment(out.Problem))
 		} else {
 			out.Summary = "Slurm's scheduler has it: hadar cannot schedule it (" + out.Problem + ")"
 			add("its AdminComment (scontrol show job %s) says so; hadar does not touch it", jv.ID)
@@ -432,10 +432,10 @@ func explainClass(out *explainOutput, rep bridge.RoundReport, jv *bridge.JobView
 	case bridge.ClassWaiting:
 		switch {
 		case d == nil:
-			out.Summary = "waits: held by hadar; this round made no decision for it"
+			out.Summary = "waits on hadar's lease; this round made no decision for it"
 		case d.Decision == string(bridge.DecidePlace):
 			out.Summary = fmt.Sprintf("placed now on %s (%s): %s", d.To, d.GPUType, d.Reason)
-			add("hadar-slurmd sets its NodeList (which fixes the GPU type), StartTime=now, and releases it")
+			add("hadar-slurmd sets its NodeList (which fixes the GPU type) and StartTime=now, which ends its lease")
 		case d.Decision == string(bridge.DecideDefer):
 			out.Summary = "waits (deferred): " + d.Reason
 		default:
@@ -464,7 +464,7 @@ func explainClass(out *explainOutput, rep bridge.RoundReport, jv *bridge.JobView
 				add("%s (%.0f%% of its best rate): %d GPUs: %s", t.Type, t.Relative*100, t.Total, strings.Join(parts, "; "))
 			}
 		}
-		add("it stays held (JobHeldUser) until hadar places it; scancel works, scontrol release/update by users do not")
+		add("it waits on hadar's lease (reason BeginTime) until hadar places it, in the site's priority order (its priority: %d); if hadar-slurmd stops, Slurm schedules it alone once the lease runs out; scancel, hold, release and nice work as for any job", jv.Priority)
 	case bridge.ClassRunning:
 		where := placeWithTypes(v, jv.Nodes, jv.GPUsPerNode)
 		switch {
@@ -472,7 +472,7 @@ func explainClass(out *explainOutput, rep bridge.RoundReport, jv *bridge.JobView
 			out.Summary = "runs on " + where
 		case d.Decision == string(bridge.DecideMigrate):
 			out.Summary = fmt.Sprintf("runs on %s and moves to %s (%s): %s", where, d.To, d.GPUType, d.Reason)
-			add("hadar-slurmd requeues and holds it, sets its NodeList, StartTime=now, and releases it; it restarts from its last checkpoint")
+			add("hadar-slurmd requeues and holds it, sets its NodeList and StartTime=now, and releases it; it restarts from its last checkpoint")
 		case d.Decision == string(bridge.DecidePreempt):
 			out.Summary = fmt.Sprintf("runs on %s and is stopped (requeued and held): %s", where, d.Reason)
 		default:
@@ -492,13 +492,13 @@ func explainClass(out *explainOutput, rep bridge.RoundReport, jv *bridge.JobView
 		if !jv.ReleasedAt.IsZero() {
 			ago = " " + v.Now.Sub(jv.ReleasedAt).Round(time.Second).String() + " ago"
 		}
-		out.Summary = fmt.Sprintf("released by hadar to %s%s; Slurm has not started it yet (%s)", placeWithTypes(v, jv.Nodes, jv.GPUsPerNode), ago, jv.Reason)
+		out.Summary = fmt.Sprintf("started by hadar on %s%s; Slurm has not started it yet (%s)", placeWithTypes(v, jv.Nodes, jv.GPUsPerNode), ago, jv.Reason)
 		if d != nil {
 			add("this round: %s: %s", d.Decision, d.Reason)
 		}
-	case bridge.ClassReleased:
-		out.Summary = "Slurm's scheduler has it: pending, not held, and hadar has no record of placing it"
-		add("hadar released it when it stopped (fail-open), an admin released it, or hadar-slurmd's state database was lost; hadar leaves it to Slurm")
+	case bridge.ClassHeld, bridge.ClassNotReady:
+		out.Summary = "waits, and hadar does not plan it yet: " + jv.Waits
+		add("hadar keeps its lease; once Slurm could start it, hadar places it in the site's priority order")
 	case bridge.ClassPinned:
 		why := "its state is " + jv.State
 		if jv.State == "RUNNING" || jv.State == "CONFIGURING" {

@@ -194,7 +194,7 @@ func TestExplainSaysDaemonStopped(t *testing.T) {
 	isolate(t)
 	spool := configDefaults().SpoolDir
 	nodes := demoNodes(t, map[string]int{})
-	jobs := []qjob{{id: "5", reason: "JobHeldUser", comment: "hadar model=a3c steps=100", gres: "gres:gpu:1"}}
+	jobs := []qjob{{id: "5", comment: "hadar model=a3c steps=100", gres: "gres:gpu:1"}}
 	now := time.Now()
 	for _, tc := range []struct {
 		name   string

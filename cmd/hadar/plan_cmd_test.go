@@ -50,7 +50,7 @@ func squeueOutput(jobs ...qjob) []byte {
 		if reason == "" {
 			reason = "None"
 			if state == "PENDING" && jobproto.IsTagged(comment) {
-				reason = "JobHeldUser"
+				reason = "BeginTime" // job_submit.lua's lease
 			}
 		}
 		if gres == "" {
@@ -65,12 +65,19 @@ func squeueOutput(jobs ...qjob) []byte {
 			submit = testSubmit
 		}
 		start := "N/A"
-		if state == "RUNNING" {
+		switch {
+		case state == "RUNNING":
 			start = submit.Add(time.Second).Format("2006-01-02T15:04:05")
+		case reason == "BeginTime":
+			start = time.Now().Add(time.Minute).Format("2006-01-02T15:04:05") // on its lease
 		}
 		used := fmt.Sprintf("%d:%02d", int(j.used.Minutes()), int(j.used.Seconds())%60)
-		fmt.Fprintf(&b, "%s|%s|N/A|%s|%s|%d|%s|%s|%s|%s|%s|%s|%-64.64s|%-512.512s\n",
-			j.id, j.id, user, state, n, submit.Format("2006-01-02T15:04:05"), start, used, gres, j.nodes, reason, "wrap", comment)
+		prio := 1000
+		if strings.HasPrefix(reason, "JobHeld") {
+			prio = 0
+		}
+		fmt.Fprintf(&b, "%s|%s|N/A|%s|%s|%d|%s|%s|%s|%s|%s|%s|%d|(null)|%-64.64s|%-512.512s\n",
+			j.id, j.id, user, state, n, submit.Format("2006-01-02T15:04:05"), start, used, gres, j.nodes, reason, prio, "wrap", comment)
 	}
 	return []byte(b.String())
 }
@@ -238,7 +245,7 @@ func TestPlanDemoCluster(t *testing.T) {
 				t.Errorf("action names untagged job %s: %+v", id, a)
 			}
 		}
-		if a.Kind == "release" {
+		if a.Kind == "start-now" {
 			release = append(release, strings.Join(a.Jobs, ","))
 		}
 		if a.Kind == "await-start" {
@@ -249,7 +256,7 @@ func TestPlanDemoCluster(t *testing.T) {
 		}
 	}
 	if strings.Join(release, " ") != "2,4 3" || strings.Join(await, ",") != "2,4" {
-		t.Errorf("releases %v, await %v; want 2,4 then (after awaiting 2,4) 3", release, await)
+		t.Errorf("StartTime=now %v, await %v; want 2,4 then (after awaiting 2,4) 3", release, await)
 	}
 	if n := len(p.Nodes); n != 5 {
 		t.Errorf("%d nodes, want 5", n)
@@ -270,7 +277,7 @@ func TestPlanDemoCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"nothing was changed", "config: defaults", "throughputs: built-in defaults",
-		"JOB  DECISION", "pass-through", "hadar-slurmd would run:", "scontrol release 2,4", "scontrol release 3",
+		"JOB  DECISION", "pass-through", "hadar-slurmd would run:", "scontrol update JobId=2,4 StartTime=now", "scontrol update JobId=3 StartTime=now",
 		`scontrol update JobId=3 AdminComment="hadar: bad hadar tag: steps`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("plan output lacks %q:\n%s", want, text)
@@ -557,7 +564,7 @@ func TestPlanJobExpectedStart(t *testing.T) {
 		{id: "3", state: "RUNNING", comment: "hadar model=a3c steps=300000", gres: "gres:gpu:4", nodes: "node3", used: time.Minute},
 		{id: "4", state: "RUNNING", comment: "hadar model=a3c steps=400000", gres: "gres:gpu:4", nodes: "node4", used: time.Minute},
 		{id: "5", state: "RUNNING", comment: "hadar model=a3c steps=500000", gres: "gres:gpu:4", nodes: "node5", used: time.Minute},
-		{id: "6", reason: "JobHeldUser", comment: "hadar model=a3c steps=1000", gres: "gres:gpu:4"},
+		{id: "6", comment: "hadar model=a3c steps=1000", gres: "gres:gpu:4"},
 	}
 	r := fakeSlurm(nodes, jobs...)
 	out, stderr, err := runCLI(t, r, "plan", "--job", "6", "--json")

@@ -201,6 +201,8 @@ func traceName(i int) string { return tracePrefix + strconv.Itoa(i) }
 
 func (s *setup) cluster(spool string) *slurmsim.Cluster {
 	cfg := slurmsim.Config{Layout: s.opts.Layout, Start: s.start, Spool: spool, Rate: s.rate, Timing: s.opts.Timing}
+	// job_submit.lua's lease is the daemon's, as an admin sets them.
+	cfg.Lease = s.opts.Config.Lease.Duration
 	if s.opts.Startup != nil {
 		cfg.Startup = s.opts.Startup.For
 	}

@@ -172,6 +172,7 @@ func TestDaemonRunsPastThirtyDays(t *testing.T) {
 	cfg := config.Default()
 	cfg.Round = config.Duration{Duration: 6 * time.Hour}
 	cfg.PollInterval = config.Duration{Duration: time.Hour}
+	cfg.Lease = config.Duration{Duration: 4 * time.Hour}
 	opts := Options{Layout: slurmsim.GenerateLayout(map[string]int{"k80": 2}, 2), Config: cfg, Planning: thr,
 		Timing: slurmsim.Measured(time.Minute)}
 	for name, run := range map[string]func(context.Context, Options, []sim.TraceJob) (*Result, error){"daemon": Daemon, "slurm alone": SlurmAlone} {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hadar-sched/hadar/jobproto"
 )
 
 // RateFunc is the truth: the steps/s a job of model runs at on workers GPUs
@@ -38,7 +40,11 @@ type Timing struct {
 	Tick, TickOverhead time.Duration
 	// CommandDelay is what each command (squeue, scontrol) takes.
 	CommandDelay time.Duration
+	// Lease is job_submit.lua's begin-time lease of a tagged job
+	// (HADAR_LEASE_SECONDS; default jobproto.DefaultLease).
+	Lease time.Duration
 }
+
 
 // Measured is the timing measured on the test cluster (Slurm 22.05 on
 // this project's 2-core machine) with toyjob at TOYJOB_TICK=tick: a
@@ -79,7 +85,8 @@ type Config struct {
 // JobSpec is what sbatch is given.
 type JobSpec struct {
 	Name, User string
-	// Comment is --comment; a hadar tag makes job_submit.lua hold the job.
+	// Comment is --comment; a hadar tag makes job_submit.lua give the job
+	// a begin-time lease (Timing.Lease).
 	Comment string
 	// NumNodes (default 1) and GPUsPerNode: --nodes and --gres=gpu:N, or
 	// --gres=gpu:TYPE:N with GPUType. GPUsPerJob is --gpus instead.
@@ -234,6 +241,9 @@ func New(cfg Config) *Cluster {
 	if cfg.BackfillInterval <= 0 {
 		cfg.BackfillInterval = 2 * time.Second
 	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = jobproto.DefaultLease
+	}
 	c := &Cluster{cfg: cfg, now: cfg.Start, jobs: map[string]*Job{}, nextID: 100, nextPrio: 1 << 30}
 	for _, ln := range cfg.Layout {
 		n := &node{LayoutNode: ln, cpus: cfg.CPUs, mem: cfg.MemoryMB}
@@ -343,10 +353,10 @@ func (c *Cluster) submit(spec JobSpec) string {
 	}
 	j := &Job{ID: id, Spec: spec, State: Pending, Reason: "Priority", Submit: c.now, Begin: c.now}
 	if tagged(spec.Comment) {
-		j.Held, j.heldReason = true, ReasonHeldUser
-	} else {
-		c.prioritize(j)
+		j.Begin = c.now.Add(c.cfg.Lease)
+		c.push(event{at: j.Begin, kind: evBegin})
 	}
+	c.prioritize(j)
 	c.jobs[id] = j
 	c.order = append(c.order, id)
 	c.active = append(c.active, id)

@@ -108,23 +108,23 @@ func TestHoldReleasePin(t *testing.T) {
 	tagged := c.Submit(JobSpec{Comment: "hadar model=m steps=100", GPUsPerNode: 1})
 	plain := c.Submit(JobSpec{GPUsPerNode: 4})
 	c.AdvanceTo(at(1))
-	if diff := cmp.Diff([]string{"PENDING JobHeldUser ", "RUNNING None node1"},
+	if diff := cmp.Diff([]string{"PENDING BeginTime ", "RUNNING None node1"},
 		[]string{state(t, c, tagged), state(t, c, plain)}); diff != "" {
 		t.Fatalf("after submission (-want +got):\n%s", diff)
 	}
 	if err := c.PlaceOnNodes(ctx, tagged, []string{"node4"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Release(ctx, tagged); err != nil {
+	if err := c.UpdateJobs(ctx, []string{tagged}, "StartTime=now"); err != nil {
 		t.Fatal(err)
 	}
 	c.AdvanceTo(at(1.4))
 	if got := state(t, c, tagged); got != "PENDING Priority " {
-		t.Errorf("0.4 s after release: %s", got)
+		t.Errorf("0.4 s after StartTime=now: %s", got)
 	}
 	c.AdvanceTo(at(1.6))
 	if got := state(t, c, tagged); got != "RUNNING None node4" {
-		t.Errorf("0.6 s after release: %s", got)
+		t.Errorf("0.6 s after StartTime=now: %s", got)
 	}
 	c.Finish(plain) // node1 is free again
 	c.AdvanceTo(at(1.7))
@@ -143,7 +143,7 @@ func TestHoldReleasePin(t *testing.T) {
 	if err := c.PlaceOnNodes(ctx, big, []string{"node1"}); err != nil {
 		t.Fatal(err)
 	}
-	_ = c.Release(ctx, big)
+	_ = c.UpdateJobs(ctx, []string{big}, "StartTime=now")
 	c.AdvanceTo(at(10))
 	if got := state(t, c, big); got != "PENDING Resources " {
 		t.Errorf("pinned to a full node: %s", got)
@@ -276,10 +276,11 @@ func TestTrainingResumesAfterRequeue(t *testing.T) {
 	c := demo(t, Timing{Tick: time.Second})
 	id := c.Submit(JobSpec{Comment: "hadar", GPUsPerNode: 1, Model: "m", Steps: 12})
 	_ = c.PlaceOnNodes(ctx, id, []string{"node4"}) // k80: 1 step/s
-	_ = c.Release(ctx, id)
+	_ = c.UpdateJobs(ctx, []string{id}, "StartTime=now")
 	c.AdvanceTo(at(4.5))
 	_ = c.RequeueHold(ctx, id) // 4 steps done
 	_ = c.PlaceOnNodes(ctx, id, []string{"node1"})
+	_ = c.UpdateJobs(ctx, []string{id}, "StartTime=now")
 	_ = c.Release(ctx, id)
 	for c.Step() {
 	}
@@ -328,7 +329,7 @@ func TestBestFit(t *testing.T) {
 	c.AdvanceTo(at(0.15))
 	for _, j := range c.Records() {
 		if j.Spec.Comment == "hadar" {
-			_ = c.Release(context.Background(), j.ID)
+			_ = c.UpdateJobs(context.Background(), []string{j.ID}, "StartTime=now")
 		}
 	}
 	c.AdvanceTo(at(0.2))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,6 +42,14 @@ func (c *Cluster) Jobs(ctx context.Context) ([]slurm.Job, error) {
 		if j.State == Running {
 			sj.StartTime = j.Runs[len(j.Runs)-1].Start
 			sj.TimeUsed = c.now.Sub(sj.StartTime)
+		}
+		if j.State == Pending {
+			if j.Begin.After(c.now) {
+				sj.StartTime = j.Begin
+			}
+			if !j.Held {
+				sj.Priority = int64(j.prio)
+			}
 		}
 		out = append(out, sj)
 	}
@@ -190,8 +199,9 @@ func (c *Cluster) PlaceOnNodes(ctx context.Context, id string, nodes []string) e
 	})
 }
 
-// UpdateJobs is scontrol update JobId=a,b,c KEY=VALUE...: StartTime=now
-// (or an RFC 3339 time), AdminComment= and Comment=.
+// UpdateJobs is scontrol update JobId=a,b,c KEY=VALUE...: StartTime=now,
+// now+SECONDS or a time (Slurm's 2006-01-02T15:04:05 in local time, or RFC
+// 3339), AdminComment= and Comment=.
 func (c *Cluster) UpdateJobs(ctx context.Context, ids []string, kv ...string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -203,15 +213,14 @@ func (c *Cluster) UpdateJobs(ctx context.Context, ids []string, kv ...string) er
 				if j.State != Pending {
 					return slurm.ErrJobNotPending
 				}
-				at := c.now
-				if v != "now" {
-					t, err := time.Parse(time.RFC3339, v)
-					if err != nil {
-						return fmt.Errorf("%w: StartTime=%s", slurm.ErrBadArgument, v)
-					}
-					at = t
+				at, err := parseStartTime(v, c.now)
+				if err != nil {
+					return err
 				}
 				j.Begin = at
+				if !at.After(c.now) && j.Reason == "BeginTime" {
+					j.Reason = "Priority"
+				}
 				c.push(event{at: at, kind: evBegin})
 			case "AdminComment":
 				j.AdminComment = v
@@ -294,4 +303,27 @@ func (c *Cluster) SetAdminComment(ctx context.Context, ids []string, text string
 		j.AdminComment = text
 		return nil
 	})
+}
+
+// parseStartTime reads the StartTime= values hadar sends: now, now+SECONDS,
+// a local time in Slurm's format, or RFC 3339.
+func parseStartTime(v string, now time.Time) (time.Time, error) {
+	if v == "now" {
+		return now, nil
+	}
+	if rest, ok := strings.CutPrefix(v, "now+"); ok {
+		n, err := strconv.Atoi(rest)
+		if err != nil || n < 0 {
+			return time.Time{}, fmt.Errorf("%w: StartTime=%s", slurm.ErrBadArgument, v)
+		}
+		return now.Add(time.Duration(n) * time.Second), nil
+	}
+	if t, err := time.ParseInLocation("2006-01-02T15:04:05", v, time.Local); err == nil {
+		return t, nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: StartTime=%s", slurm.ErrBadArgument, v)
+	}
+	return t, nil
 }

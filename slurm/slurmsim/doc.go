@@ -9,7 +9,9 @@
 // What it models:
 //
 //   - job_submit.lua: a job whose comment is "hadar" or starts with "hadar "
-//     is held at submission (JobHeldUser).
+//     gets a begin-time lease at submission (Timing.Lease): it waits with
+//     reason BeginTime until hadar starts it (StartTime=now) or renews the
+//     lease, or the lease runs out and Slurm starts it.
 //   - scontrol update NodeList= pins a pending job (it then runs exactly
 //     there, or waits); StartTime= sets its begin time; hold and release;
 //     requeuehold puts a running job back to pending held at once, its old
