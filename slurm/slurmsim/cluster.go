@@ -45,7 +45,6 @@ type Timing struct {
 	Lease time.Duration
 }
 
-
 // Measured is the timing measured on the test cluster (Slurm 22.05 on
 // this project's 2-core machine) with toyjob at TOYJOB_TICK=tick: a
 // released job runs 0.4-1 s later (bf_interval=2); a requeue completes
