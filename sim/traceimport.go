@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -37,6 +38,18 @@ type ImportRecord struct {
 	Duration float64
 	// GPUs is how many GPUs the job held; > 0.
 	GPUs int
+	// State is the job's end state as sacct prints it, first word only
+	// ("CANCELLED by 1000" is CANCELLED); "" when the source has none.
+	State string
+	// GPUType is the GPU type the source records for all of the job's
+	// GPUs (sacct's gres/gpu:TYPE=N, the site's name); "" when untyped or
+	// of several types.
+	GPUType string
+	// Requeued counts the earlier runs of the job merged into this record
+	// (sacct -D prints one record per run of a requeued job), and
+	// DiscardedGPUSeconds is their GPU time: work thrown away.
+	Requeued            int
+	DiscardedGPUSeconds float64
 }
 
 // ImportSource is what a parser read.
@@ -45,18 +58,39 @@ type ImportSource struct {
 	Name string
 	// Records are the jobs kept, in source order.
 	Records []ImportRecord
-	// Lines counts the data lines read (not the header, comments or blank
-	// lines): every one is either a record or counted in Skipped.
+	// Lines counts the data records read (not the header, comments or
+	// blank lines; a sacct record a newline in a job name split over
+	// several lines counts once): every one is a record, an earlier run
+	// merged into one (Merged), or counted in Skipped.
 	Lines int
-	// Skipped counts the lines not kept, by reason (the Skip* constants).
+	// Skipped counts the records not kept, by reason (the Skip* constants).
 	Skipped map[string]int
+	// Merged counts the records that are earlier runs of a kept job.
+	Merged int
+	// Dropped counts the jobs not kept, by State ("" without one).
+	Dropped map[string]int
+	// HasState and HasRestarts say whether the source has sacct's State
+	// and Restarts fields.
+	HasState, HasRestarts bool
+	// Duplicated counts the jobs with more than one record (sacct -D);
+	// MissingRuns the jobs whose Restarts count exceeds their earlier
+	// records in the file (sacct without -D, or runs before --starttime).
+	Duplicated, MissingRuns int
+	// FreeText names the header's fields that hold user-set text
+	// (JobName, ...); Repaired counts the records with a '|' or a newline
+	// in them, read by anchoring the other fields; Warnings describes the
+	// first records skipped as SkipUnreadable or SkipCut, of Warned.
+	FreeText []string
+	Repaired int
+	Warnings []string
+	Warned   int
 }
 
 // Reasons a record is not imported. Every data line of a source is either
 // a job of the trace or counted under one of these.
 const (
 	SkipStep       = "job steps (123.batch, 123.0: part of a job, not a job)"
-	SkipRunning    = "still running or requeued (no End time)"
+	SkipRunning    = "still running (End Unknown)"
 	SkipNotStarted = "never started (Start None/Unknown)"
 	SkipNoGPU      = "no GPUs allocated"
 	SkipZero       = "ran 0 s"
@@ -123,7 +157,7 @@ var phillyFields = [...]string{"job id", "arrival time", "topology", "shape", "s
 // of size 0 or duration 0 is counted in Skipped; a line that does not read
 // is an *ImportError naming its line and column.
 func ParsePhilly(r io.Reader, name string) (*ImportSource, error) {
-	src := &ImportSource{Name: name, Skipped: map[string]int{}}
+	src := &ImportSource{Name: name, Skipped: map[string]int{}, Dropped: map[string]int{}}
 	err := scanLines(r, name, func(line int, text string) error {
 		t := strings.TrimSpace(text)
 		if t == "" || strings.HasPrefix(t, "#") {
@@ -156,8 +190,10 @@ func ParsePhilly(r io.Reader, name string) (*ImportSource, error) {
 		switch {
 		case size == 0:
 			src.Skipped[SkipNoGPU]++
+			src.Dropped[""]++
 		case dur == 0:
 			src.Skipped[SkipZero]++
+			src.Dropped[""]++
 		default:
 			src.Records = append(src.Records, ImportRecord{
 				ID: id, Line: line, Submit: PhillyEpoch.Add(seconds(arrival)), Duration: dur, GPUs: size,
@@ -167,6 +203,9 @@ func ParsePhilly(r io.Reader, name string) (*ImportSource, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if src.Lines == 0 {
+		return nil, &ImportError{Name: name, Line: 1, Err: errors.New("no job records")}
 	}
 	return src, nil
 }
@@ -187,189 +226,22 @@ func parseSeconds(s string) (float64, error) {
 	return v, nil
 }
 
-// SacctFormat is the --format ParseSacct needs (extra fields are ignored):
-//
-//	sacct --allusers --parsable2 --starttime 2025-01-01 --endtime 2025-02-01 \
-//	    --format=JobID,JobName,Submit,Start,End,AllocTRES
-const SacctFormat = "JobID,JobName,Submit,Start,End,AllocTRES"
-
-// sacctTime is the layout of sacct's times (SLURM_TIME_FORMAT's default,
-// ISO 8601 without a zone).
-const sacctTime = "2006-01-02T15:04:05"
-
-// ParseSacct reads a site's job history as `sacct --parsable2` prints it
-// (Slurm 22.05 and later; --parsable's trailing '|' is accepted too): a
-// header line naming the fields, then one line per job and per job step,
-// fields separated by '|'. It needs the fields JobID, Submit, Start, End and
-// AllocTRES (see SacctFormat), in any order. Blank lines and lines starting
-// with '#' are skipped. The rules:
-//
-//   - a job step (JobID with a '.': 123.batch, 123.extern, 123.0, 123_4.0)
-//     is counted in Skipped, not read as a job; array tasks (123_4) and
-//     heterogeneous job components (123+0) are jobs of their own;
-//   - the job's GPUs are AllocTRES's gres/gpu=N, or, if it lists only typed
-//     counts, the sum of its gres/gpu:TYPE=N; a job without GPUs is skipped;
-//   - its duration is End minus Start; Start None or Unknown (never started:
-//     cancelled while pending, or an unstarted array range 123_[5-9]) and
-//     End Unknown (still running, or requeued) are skipped, as is a job that
-//     ran 0 s; a Submit that does not read, or an End before Start, is an
-//     error.
-//
-// Every error is an *ImportError with the line and field.
-func ParseSacct(r io.Reader, name string) (*ImportSource, error) {
-	src := &ImportSource{Name: name, Skipped: map[string]int{}}
-	var col map[string]int
-	var width int
-	trailing := false
-	err := scanLines(r, name, func(line int, text string) error {
-		// sacct prints no '#' lines (and no JobID starts with one): they
-		// are notes, such as the producing command on line 1 of a fixture.
-		if t := strings.TrimSpace(text); t == "" || strings.HasPrefix(t, "#") {
-			return nil
-		}
-		f := strings.Split(text, "|")
-		if col == nil {
-			// The header: --parsable ends every line with a '|'.
-			if len(f) > 1 && f[len(f)-1] == "" {
-				trailing = true
-				f = f[:len(f)-1]
-			}
-			col = map[string]int{}
-			for i, h := range f {
-				col[strings.ToLower(strings.TrimSpace(h))] = i
-			}
-			var missing []string
-			for _, need := range []string{"JobID", "Submit", "Start", "End", "AllocTRES"} {
-				if _, ok := col[strings.ToLower(need)]; !ok {
-					missing = append(missing, need)
-				}
-			}
-			if len(missing) > 0 {
-				return &ImportError{Name: name, Line: line, Err: fmt.Errorf("the header (first line) has no %s field: run sacct --parsable2 --format=%s (without --noheader)", strings.Join(missing, ", "), SacctFormat)}
-			}
-			width = len(f)
-			return nil
-		}
-		src.Lines++
-		if trailing && len(f) > 1 && f[len(f)-1] == "" {
-			f = f[:len(f)-1]
-		}
-		if len(f) != width {
-			return &ImportError{Name: name, Line: line, Err: fmt.Errorf("got %d '|'-separated fields, the header has %d (a '|' in a job name?)", len(f), width)}
-		}
-		get := func(field string) string { return strings.TrimSpace(f[col[strings.ToLower(field)]]) }
-		fieldErr := func(field string, err error) error {
-			return &ImportError{Name: name, Line: line, Field: field, Err: err}
-		}
-		id := get("JobID")
-		if id == "" {
-			return fieldErr("JobID", errors.New("is empty"))
-		}
-		if strings.Contains(id, ".") {
-			src.Skipped[SkipStep]++
-			return nil
-		}
-		submit, ok, err := parseSacctTime(get("Submit"))
-		if err != nil {
-			return fieldErr("Submit", err)
-		}
-		if !ok {
-			return fieldErr("Submit", fmt.Errorf("%s: a job always has a submit time", quoteField(get("Submit"))))
-		}
-		start, started, err := parseSacctTime(get("Start"))
-		if err != nil {
-			return fieldErr("Start", err)
-		}
-		end, ended, err := parseSacctTime(get("End"))
-		if err != nil {
-			return fieldErr("End", err)
-		}
-		gpus, err := tresGPUs(get("AllocTRES"))
-		if err != nil {
-			return fieldErr("AllocTRES", err)
-		}
-		switch {
-		case !started:
-			src.Skipped[SkipNotStarted]++
-		case !ended:
-			src.Skipped[SkipRunning]++
-		case end.Before(start):
-			return fieldErr("End", fmt.Errorf("%s is before Start %s", get("End"), get("Start")))
-		case gpus == 0:
-			src.Skipped[SkipNoGPU]++
-		case end.Equal(start):
-			src.Skipped[SkipZero]++
-		default:
-			src.Records = append(src.Records, ImportRecord{
-				ID: id, Line: line, Submit: submit, Duration: end.Sub(start).Seconds(), GPUs: gpus,
-			})
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if col == nil {
-		return nil, &ImportError{Name: name, Line: 1, Err: fmt.Errorf("empty: want sacct --parsable2 --format=%s output with its header", SacctFormat)}
-	}
-	return src, nil
-}
-
-// parseSacctTime reads one of sacct's times; ok is false for the values
-// sacct prints when there is none (Unknown, None, empty).
-func parseSacctTime(s string) (t time.Time, ok bool, err error) {
-	switch s {
-	case "", "Unknown", "None":
-		return time.Time{}, false, nil
-	}
-	t, err = time.Parse(sacctTime, s)
-	if err != nil {
-		return time.Time{}, false, fmt.Errorf("%s is not a time like 2022-05-03T10:00:00 (Unknown and None mean none)", quoteField(s))
-	}
-	return t, true, nil
-}
-
-// tresGPUs reads the GPU count of a TRES list such as
-// "billing=8,cpu=8,gres/gpu:v100=2,gres/gpu=2,mem=64G,node=1": gres/gpu's
-// count, else the sum of the typed gres/gpu:TYPE counts (Slurm lists both
-// when a job asked for a type; older accounting only the typed ones).
-func tresGPUs(s string) (int, error) {
-	if s == "" {
-		return 0, nil
-	}
-	total, typed := -1, 0
-	for _, item := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(item), "=")
-		if !ok || k == "" {
-			return 0, fmt.Errorf("%s is not KEY=VALUE", quoteField(item))
-		}
-		if k != "gres/gpu" && !strings.HasPrefix(k, "gres/gpu:") {
-			continue
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > 1<<20 {
-			return 0, fmt.Errorf("%s: %s is not a GPU count", k, quoteField(v))
-		}
-		if k == "gres/gpu" {
-			total = n
-		} else {
-			typed += n
-		}
-	}
-	if total >= 0 {
-		return total, nil
-	}
-	return typed, nil
-}
-
 // ImportOptions configures Import.
 type ImportOptions struct {
 	// Throughputs is the matrix job types are drawn from and steps are
 	// priced with.
 	Throughputs optimizer.Throughputs
 	// ReferenceType is the GPU type a recorded duration is taken to have
-	// run on (default DefaultReferenceType).
+	// run on (default DefaultReferenceType), for jobs without a recorded
+	// GPU type the matrix knows.
 	ReferenceType string
+	// IgnoreRecordedType prices every job on ReferenceType, even one whose
+	// record names a GPU type the matrix has.
+	IgnoreRecordedType bool
+	// ResolveGPUType maps a recorded GPU type (the site's GRES name) to a
+	// GPU type of the matrix; ok is false when it names none. Nil matches
+	// the matrix's types ignoring case.
+	ResolveGPUType func(recorded string) (gpuType string, ok bool)
 	// Seed makes the job-type draw reproducible.
 	Seed int64
 	// MaxGPUs caps a job's GPUs (0 keeps every count). Gavel's matrix
@@ -378,17 +250,31 @@ type ImportOptions struct {
 	// From and To keep the jobs submitted in [From, To); a zero time is
 	// unbounded.
 	From, To time.Time
+	// States keeps only the jobs whose State is one of these (upper case);
+	// nil keeps every state. The records must have a State.
+	States []string
 }
+
+// ErrNoJobs is returned by Import when no record makes a job of the trace.
+var ErrNoJobs = errors.New("no job to import")
 
 // ImportReport counts what Import did.
 type ImportReport struct {
-	// Read is the number of data lines of the source.
+	// Read is the number of data records of the source.
 	Read int
 	// Jobs is the number of jobs in the trace.
 	Jobs int
-	// Skipped counts the lines not imported, by reason: the parser's and
-	// the window's.
+	// Skipped counts the records not imported, by reason: the parser's,
+	// the states' and the window's. Read = Jobs + Merged + the skipped.
 	Skipped map[string]int
+	// Kept and Dropped count the jobs in the trace and those not in it,
+	// by State ("" for a source without one).
+	Kept, Dropped map[string]int
+	// Merged counts the earlier runs of requeued jobs merged into the
+	// trace's jobs (RequeuedJobs of them), DiscardedGPUSeconds their GPU
+	// time.
+	Merged, RequeuedJobs int
+	DiscardedGPUSeconds  float64
 	// Capped counts the jobs whose GPUs were capped to MaxGPUs.
 	Capped int
 	// Start is the submit time of the first job, second 0 of the trace.
@@ -397,24 +283,32 @@ type ImportReport struct {
 	ScaleFactors map[int]int
 	// JobTypes counts the trace's jobs by drawn job type.
 	JobTypes map[string]int
+	// PricedOn counts the trace's jobs by the GPU type their duration was
+	// priced on; Unmatched counts the recorded GPU types the matrix has
+	// not (their jobs were priced on ReferenceType).
+	PricedOn, Unmatched map[string]int
 }
 
 // Import converts real job records to a trace in Gavel's format, the way
 // Gavel's Philly-derived generator makes a job (Generate), with the
 // recorded arrival, GPU count and duration in place of drawn ones:
 //
-//   - only jobs submitted in [From, To) are kept; arrival = submit time
-//     minus the first kept job's, so the trace starts at 0;
+//   - only jobs whose State is in States (if set) and submitted in
+//     [From, To) are kept; arrival = submit time minus the first kept
+//     job's, so the trace starts at 0;
 //   - GPUs above MaxGPUs are capped to MaxGPUs (the job keeps its
 //     duration, so its GPU-hours shrink);
+//   - the job's pricing type is its recorded GPU type when the matrix has
+//     it (ResolveGPUType, measured for some job type at 1 GPU), else the
+//     reference type;
 //   - the job type is drawn uniformly (seeded PCG, in arrival order) among
-//     the matrix's types measured on the reference type at w GPUs, w being
+//     the matrix's types measured on the pricing type at w GPUs, w being
 //     the largest count up to the job's GPUs that any type is measured at,
 //     and above 1 for a multi-GPU job: the distributed types, as Gavel's
 //     generator draws (on Gavel's matrix ResNet-18/50, Transformer and LM
 //     for 2, 4 and 8 GPUs). If the matrix has no multi-GPU measurement on
-//     the reference type, every type measured at 1 GPU is drawn from;
-//   - total_steps = duration x the type's throughput on the reference type
+//     the pricing type, every type measured at 1 GPU is drawn from;
+//   - total_steps = duration x the type's throughput on the pricing type
 //     at the job's GPU count (optimizer.Throughputs.Rate: the measured
 //     value, or linear scaling from the largest count below it), truncated
 //     to a whole number, at least 1;
@@ -422,12 +316,15 @@ type ImportReport struct {
 //     them; priority weight 1; no SLO.
 //
 // Jobs keep their source order among equal submit times. The same source
-// and options always give the same trace.
+// and options always give the same trace. No job kept is an error
+// wrapping ErrNoJobs, returned with the report.
 func Import(src *ImportSource, opts ImportOptions) ([]TraceJob, ImportReport, error) {
-	rep := ImportReport{Read: src.Lines, Skipped: map[string]int{}, ScaleFactors: map[int]int{}, JobTypes: map[string]int{}}
-	for k, v := range src.Skipped {
-		rep.Skipped[k] = v
+	rep := ImportReport{
+		Read: src.Lines, Skipped: map[string]int{}, Kept: map[string]int{}, Dropped: map[string]int{},
+		ScaleFactors: map[int]int{}, JobTypes: map[string]int{}, PricedOn: map[string]int{}, Unmatched: map[string]int{},
 	}
+	maps.Copy(rep.Skipped, src.Skipped)
+	maps.Copy(rep.Dropped, src.Dropped)
 	if opts.MaxGPUs < 0 {
 		return nil, rep, fmt.Errorf("import trace: the GPU cap must not be negative, got %d", opts.MaxGPUs)
 	}
@@ -435,42 +332,85 @@ func Import(src *ImportSource, opts ImportOptions) ([]TraceJob, ImportReport, er
 	if ref == "" {
 		ref = DefaultReferenceType
 	}
+	var states map[string]bool
+	if opts.States != nil {
+		states = map[string]bool{}
+		for _, s := range opts.States {
+			states[s] = true
+		}
+	}
 	var kept []ImportRecord
 	for _, r := range src.Records {
-		if (!opts.From.IsZero() && r.Submit.Before(opts.From)) || (!opts.To.IsZero() && !r.Submit.Before(opts.To)) {
-			rep.Skipped[SkipWindow]++
-			continue
+		switch {
+		case states != nil && r.State == "":
+			return nil, rep, fmt.Errorf("import trace: %s:%d: job %s has no State to choose by (sacct --format needs State)", src.Name, r.Line, r.ID)
+		case states != nil && !states[r.State]:
+			rep.Skipped[SkipState] += 1 + r.Requeued
+			rep.Dropped[r.State]++
+		case (!opts.From.IsZero() && r.Submit.Before(opts.From)) || (!opts.To.IsZero() && !r.Submit.Before(opts.To)):
+			rep.Skipped[SkipWindow] += 1 + r.Requeued
+			rep.Dropped[r.State]++
+		default:
+			kept = append(kept, r)
 		}
-		kept = append(kept, r)
 	}
 	sort.SliceStable(kept, func(a, b int) bool { return kept[a].Submit.Before(kept[b].Submit) })
 
-	// measured[w] lists the job types (sorted) measured on ref at w GPUs.
-	measured := map[int][]string{}
+	// measured[gt][w] lists the job types (sorted) measured on GPU type gt
+	// at w GPUs; counts[gt] the ws, ascending.
+	measured := map[string]map[int][]string{}
+	counts := map[string][]int{}
 	for _, jt := range opts.Throughputs.JobTypes() {
-		for w, r := range opts.Throughputs[jt][ref] {
-			if w > 0 && r > 0 && !math.IsInf(r, 0) {
-				measured[w] = append(measured[w], jt)
+		for gt, byW := range opts.Throughputs[jt] {
+			for w, r := range byW {
+				if w > 0 && r > 0 && !math.IsInf(r, 0) {
+					if measured[gt] == nil {
+						measured[gt] = map[int][]string{}
+					}
+					measured[gt][w] = append(measured[gt][w], jt)
+				}
 			}
 		}
 	}
-	if len(measured[1]) == 0 && len(kept) > 0 {
+	for gt, byW := range measured {
+		for w, types := range byW {
+			sort.Strings(types)
+			counts[gt] = append(counts[gt], w)
+		}
+		sort.Ints(counts[gt])
+	}
+	if len(measured[ref][1]) == 0 && len(kept) > 0 {
 		return nil, rep, fmt.Errorf("import trace: no job type of the throughput matrix has a throughput on reference type %q with 1 GPU", ref)
 	}
-	counts := make([]int, 0, len(measured))
-	for w, types := range measured {
-		sort.Strings(types)
-		counts = append(counts, w)
-	}
-	sort.Ints(counts)
-	eligible := func(gpus int) []string {
+	eligible := func(gt string, gpus int) []string {
 		best := 1
-		for _, w := range counts {
+		for _, w := range counts[gt] {
 			if w <= gpus && (w > 1 || gpus == 1) {
 				best = w
 			}
 		}
-		return measured[best]
+		return measured[gt][best]
+	}
+	resolve := opts.ResolveGPUType
+	if resolve == nil {
+		resolve = func(recorded string) (string, bool) {
+			for gt := range measured {
+				if strings.EqualFold(gt, recorded) {
+					return gt, true
+				}
+			}
+			return "", false
+		}
+	}
+	pricingType := func(r ImportRecord) string {
+		if opts.IgnoreRecordedType || r.GPUType == "" {
+			return ref
+		}
+		if gt, ok := resolve(r.GPUType); ok && len(measured[gt][1]) > 0 {
+			return gt
+		}
+		rep.Unmatched[r.GPUType]++
+		return ref
 	}
 
 	typeRNG := rand.New(rand.NewPCG(uint64(opts.Seed), streamJobType))
@@ -485,7 +425,8 @@ func Import(src *ImportSource, opts ImportOptions) ([]TraceJob, ImportReport, er
 			gpus = opts.MaxGPUs
 			rep.Capped++
 		}
-		types := eligible(gpus)
+		gt := pricingType(r)
+		types := eligible(gt, gpus)
 		jt := types[typeRNG.IntN(len(types))]
 		tmpl, ok := templates[jt]
 		if !ok {
@@ -497,7 +438,7 @@ func Import(src *ImportSource, opts ImportOptions) ([]TraceJob, ImportReport, er
 			WorkingDir:     tmpl.WorkingDir,
 			NumStepsArg:    tmpl.NumStepsArg,
 			NeedsDataDir:   tmpl.NeedsDataDir,
-			TotalSteps:     math.Max(1, math.Floor(r.Duration*opts.Throughputs.Rate(jt, ref, gpus))),
+			TotalSteps:     math.Max(1, math.Floor(r.Duration*opts.Throughputs.Rate(jt, gt, gpus))),
 			ScaleFactor:    gpus,
 			PriorityWeight: 1,
 			SLO:            -1,
@@ -509,8 +450,34 @@ func Import(src *ImportSource, opts ImportOptions) ([]TraceJob, ImportReport, er
 		jobs = append(jobs, job)
 		rep.ScaleFactors[gpus]++
 		rep.JobTypes[jt]++
+		rep.PricedOn[gt]++
+		rep.Kept[r.State]++
+		if r.Requeued > 0 {
+			rep.RequeuedJobs++
+			rep.Merged += r.Requeued
+			rep.DiscardedGPUSeconds += r.DiscardedGPUSeconds
+		}
 	}
 	rep.Jobs = len(jobs)
+	if rep.Jobs == 0 {
+		why := fmt.Sprintf("none of the %d records of %s makes a job", src.Lines, src.Name)
+		if len(src.Records) > 0 {
+			why = fmt.Sprintf("none of the %d jobs of %s is kept", len(src.Records), src.Name)
+			if !opts.From.IsZero() || !opts.To.IsZero() {
+				first, last := src.Records[0].Submit, src.Records[0].Submit
+				for _, r := range src.Records {
+					if r.Submit.Before(first) {
+						first = r.Submit
+					}
+					if r.Submit.After(last) {
+						last = r.Submit
+					}
+				}
+				why += fmt.Sprintf(" (they were submitted from %s to %s)", first.Format(time.DateTime), last.Format(time.DateTime))
+			}
+		}
+		return nil, rep, fmt.Errorf("import trace: %w: %s", ErrNoJobs, why)
+	}
 	return jobs, rep, nil
 }
 

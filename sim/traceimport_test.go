@@ -43,13 +43,17 @@ func TestParseSacctFixture(t *testing.T) {
 	want := &ImportSource{
 		Name: "fixture",
 		Records: []ImportRecord{
-			{ID: "101", Line: 4, Submit: at("2022-05-02T09:00:00"), Duration: 3600, GPUs: 2},
-			{ID: "103_1", Line: 9, Submit: at("2022-05-02T09:30:00"), Duration: 7200, GPUs: 1},
-			{ID: "103_2", Line: 11, Submit: at("2022-05-02T09:30:00"), Duration: 1800, GPUs: 1},
-			{ID: "105", Line: 16, Submit: at("2022-05-02T10:30:00"), Duration: 4 * 3600, GPUs: 16},
-			{ID: "106", Line: 18, Submit: at("2022-05-02T11:00:00"), Duration: 1800, GPUs: 4},
+			{ID: "101", Line: 4, Submit: at("2022-05-02T09:00:00"), Duration: 3600, GPUs: 2, State: "COMPLETED", GPUType: "v100"},
+			{ID: "103_1", Line: 9, Submit: at("2022-05-02T09:30:00"), Duration: 7200, GPUs: 1, State: "COMPLETED"},
+			{ID: "103_2", Line: 11, Submit: at("2022-05-02T09:30:00"), Duration: 1800, GPUs: 1, State: "FAILED"},
+			{ID: "105", Line: 16, Submit: at("2022-05-02T10:30:00"), Duration: 4 * 3600, GPUs: 16, State: "COMPLETED", GPUType: "v100"},
+			// p100 and k80: no one type.
+			{ID: "106", Line: 18, Submit: at("2022-05-02T11:00:00"), Duration: 1800, GPUs: 4, State: "COMPLETED"},
 		},
-		Lines: 17,
+		Lines:    17,
+		HasState: true,
+		FreeText: []string{"JobName"},
+		Dropped:  map[string]int{"COMPLETED": 1, "PENDING": 1, "RUNNING": 1, "CANCELLED": 1, "FAILED": 1},
 		Skipped: map[string]int{
 			SkipStep:       7,
 			SkipNoGPU:      1,
@@ -61,13 +65,22 @@ func TestParseSacctFixture(t *testing.T) {
 	if diff := cmp.Diff(want, src); diff != "" {
 		t.Errorf("(-want +got)\n%s", diff)
 	}
-	// Nothing is silently dropped: every data line is a record or a skip.
-	n := len(src.Records)
+	checkAccounted(t, src)
+}
+
+// checkAccounted checks that nothing is silently dropped: every data
+// record is a job, an earlier run merged into one, or a skip.
+func checkAccounted(t *testing.T, src *ImportSource) {
+	t.Helper()
+	n, merged := len(src.Records), 0
 	for _, c := range src.Skipped {
 		n += c
 	}
-	if n != src.Lines {
-		t.Errorf("%d records + skips, %d lines", n, src.Lines)
+	for _, r := range src.Records {
+		merged += r.Requeued
+	}
+	if n+merged != src.Lines || merged != src.Merged {
+		t.Errorf("%d records + skips + %d merged (%d counted), %d lines", n, merged, src.Merged, src.Lines)
 	}
 }
 
@@ -232,6 +245,7 @@ func TestImport(t *testing.T) {
 	}
 	wantRep := ImportReport{
 		Read: 8, Jobs: 4, Skipped: map[string]int{SkipStep: 2, SkipWindow: 2}, Capped: 1,
+		Kept: map[string]int{"": 4}, Dropped: map[string]int{"": 2}, PricedOn: map[string]int{"v100": 4}, Unmatched: map[string]int{},
 		Start: day.Add(2 * time.Hour), ScaleFactors: map[int]int{1: 1, 2: 1, 4: 1, 8: 1}, JobTypes: rep.JobTypes,
 	}
 	if diff := cmp.Diff(wantRep, rep); diff != "" {
@@ -339,21 +353,31 @@ func checkImported(t *testing.T, src *ImportSource, err error) {
 		}
 		return
 	}
-	n := len(src.Records)
-	for _, c := range src.Skipped {
-		n += c
-	}
-	if n != src.Lines {
-		t.Fatalf("%d records + skips, %d lines", n, src.Lines)
+	checkAccounted(t, src)
+	if t.Failed() {
+		t.FailNow()
 	}
 	for _, r := range src.Records {
-		if r.GPUs <= 0 || !(r.Duration > 0) || r.ID == "" {
+		if r.GPUs <= 0 || !(r.Duration > 0) || r.ID == "" || r.Requeued < 0 || r.DiscardedGPUSeconds < 0 {
 			t.Fatalf("bad record %+v", r)
 		}
 	}
-	jobs, _, err := Import(src, ImportOptions{Throughputs: importMatrix(), MaxGPUs: 8})
+	jobs, rep, err := Import(src, ImportOptions{Throughputs: importMatrix(), MaxGPUs: 8})
+	if len(src.Records) == 0 {
+		if !errors.Is(err, ErrNoJobs) {
+			t.Fatalf("no records: import error %v, want ErrNoJobs", err)
+		}
+		return
+	}
 	if err != nil {
 		t.Fatalf("import: %v", err)
+	}
+	n := rep.Jobs + rep.Merged
+	for _, c := range rep.Skipped {
+		n += c
+	}
+	if n != rep.Read {
+		t.Fatalf("report: %d jobs + merged + skipped, %d read", n, rep.Read)
 	}
 	if err := WriteTrace(&bytes.Buffer{}, jobs); err != nil {
 		t.Fatalf("write: %v", err)
@@ -362,6 +386,10 @@ func checkImported(t *testing.T, src *ImportSource, err error) {
 
 func FuzzParseSacct(f *testing.F) {
 	fuzzSeeds(f, "sacct", "22.05-history.txt")
+	fuzzSeeds(f, "sacct", "hand-duplicates.txt")
+	fuzzSeeds(f, "sacct", "fox-2024-11-13.txt")
+	f.Add("JobID|JobName|Submit|Start|End|AllocTRES\n1|a|b\n|2024-01-01T00:00:00|2024-01-01T00:00:00|2024-01-01T00:00:01|gres/gpu=1\n")
+	f.Add("JobID|JobName|Submit|Comment|Start|End|State|AllocTRES|\n1|a|2024-01-01T00:00:00|c|None|None|PENDING||\n1|\n|2024-01-01T00:00:00||2024-01-01T00:00:00|2024-01-01T00:00:01|REQUEUED|gres/gpu:a=1|\n")
 	f.Add("JobID|Submit|Start|End|AllocTRES|\n1|2024-01-01T00:00:00|2024-01-01T00:00:00|2024-01-01T00:00:01|gres/gpu:x=1|\n")
 	f.Fuzz(func(t *testing.T, in string) {
 		src, err := ParseSacct(strings.NewReader(in), "fuzz")

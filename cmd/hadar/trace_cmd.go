@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -66,6 +67,9 @@ func traceCommand() *cli.Command {
 func runTraceGenerate(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return fmt.Errorf("trace generate: unexpected argument %q (write to a file with --out)", c.Args().First())
+	}
+	if c.Int("jobs") < 1 {
+		return fmt.Errorf("trace generate: --jobs must be at least 1, got %d (a trace with no job simulates nothing)", c.Int("jobs"))
 	}
 	thr, err := loadThroughputs(c.String("throughputs"))
 	if err != nil {
@@ -149,33 +153,39 @@ func importCommand(reference cli.Flag) *cli.Command {
 		Usage: "convert real job records (Philly's CSV, a site's sacct history) to a trace",
 		Description: "Reads Philly's job records (--philly, the CSV of Microsoft's 2017 Philly trace as in\n" +
 			"RFold's philly_trace.csv) or a Slurm site's history (--sacct, the output of\n" +
-			"  sacct --allusers --parsable2 --starttime 2025-01-01 --endtime 2025-02-01 \\\n" +
+			"  sacct --allusers --duplicates --parsable2 --starttime 2025-01-01 --endtime 2025-02-01 \\\n" +
 			"      --format=" + sim.SacctFormat + "\n" +
 			"with its header; FILE - reads stdin) and writes a trace in Gavel's format that\n" +
 			"`hadar simulate --trace` replays. Real records have arrival times, GPU counts and\n" +
 			"durations but no model and no step count, so, as Gavel's Philly-derived generator\n" +
 			"does, each job's type is drawn (seeded by --seed) uniformly among the matrix's types\n" +
-			"measured on --reference-type at its GPU count (the distributed types for a multi-GPU\n" +
-			"job), and total_steps = duration x that type's throughput on --reference-type at\n" +
-			"that GPU count. GPU counts above --max-gpus (default 8, the most Gavel's matrix\n" +
-			"measures) are capped to it, the duration kept; --max-gpus 0 keeps them (their rate\n" +
-			"is scaled linearly from the largest measured count). --from/--to (UTC dates or\n" +
-			"times in the records' clock: sacct's local time, Philly's seconds from 2017-08-14\n" +
-			"23:27) or --week N (7 days from the first record plus N weeks) keep the jobs\n" +
-			"submitted in that window; the trace starts at the first kept job's submit time.\n" +
-			"sacct job steps (123.batch, 123.0), jobs that never started or have no End (still\n" +
-			"running), jobs without GPUs and jobs that ran 0 s are skipped and counted: the rules\n" +
-			"and every count are printed to stderr, and a line that does not read is an error\n" +
-			"naming its line (docs/traces.md). Example, week 5 of Philly (18-25 Sep 2017):\n" +
+			"measured at its GPU count (the distributed types for a multi-GPU job) on its pricing\n" +
+			"type, and total_steps = duration x that type's throughput there. The pricing type is\n" +
+			"the GPU type sacct records for the job (gres/gpu:TYPE=N) when the matrix has it,\n" +
+			"else --reference-type (always with --ignore-gpu-type). GPU counts above --max-gpus\n" +
+			"(default 8, the most Gavel's matrix measures) are capped to it, the duration kept;\n" +
+			"--max-gpus 0 keeps them (their rate is scaled linearly from the largest measured\n" +
+			"count). --from/--to (UTC dates or times in the records' clock: sacct's local time,\n" +
+			"Philly's seconds from 2017-08-14 23:27) or --week N (7 days from the first record\n" +
+			"plus N weeks) keep the jobs submitted in that window; the trace starts at the first\n" +
+			"kept job's submit time. sacct: the records of one job id (-D prints one per run of a\n" +
+			"requeued job) are one job, submitted at its first record, running as its last; job\n" +
+			"steps (123.batch, 123.0), jobs that never started, are still running or have no GPUs,\n" +
+			"and jobs that ran 0 s are skipped; every job that ran is kept whatever its end state\n" +
+			"(it held its GPUs) unless --states narrows that. The rules and every count are\n" +
+			"printed to stderr, a line that does not read is an error naming its line, and no\n" +
+			"job to import is an error (docs/traces.md). Example, week 5 of Philly (18-25 Sep 2017):\n" +
 			"  hadar trace import --philly philly-aug-sep-2017.csv --week 5 --seed 1 --out w5-s1.trace",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "philly", Usage: "Philly job records `FILE` (CSV: job id, arrival s, topology, shape, GPUs, duration s)"},
-			&cli.StringFlag{Name: "sacct", Usage: "`FILE` of sacct --parsable2 output with the fields " + sim.SacctFormat + " (- for stdin)"},
+			&cli.StringFlag{Name: "sacct", Usage: "`FILE` of sacct --parsable2 output with at least the fields JobID,Submit,Start,End,AllocTRES (- for stdin)"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output file (default: stdout)"},
 			&cli.Int64Flag{Name: "seed", Value: 0, Usage: "seed of the job-type draw"},
 			throughputsFlag(),
 			reference,
+			&cli.BoolFlag{Name: "ignore-gpu-type", Usage: "price every job on --reference-type, even one whose record names a GPU type the matrix has"},
 			&cli.IntFlag{Name: "max-gpus", Value: 8, Usage: "cap jobs' GPU counts at `N` (0: keep every count)"},
+			&cli.StringFlag{Name: "states", Usage: "keep only the sacct jobs that ended in one of these `STATES` (comma-separated, e.g. COMPLETED,TIMEOUT; default: every job that ran)"},
 			&cli.StringFlag{Name: "from", Usage: "keep jobs submitted at or after `TIME` (2017-09-18 or 2017-09-18T06:00, UTC in the records' clock)"},
 			&cli.StringFlag{Name: "to", Usage: "keep jobs submitted before `TIME`"},
 			&cli.IntFlag{Name: "week", Value: -1, Usage: "keep the jobs of week `N` (0-based, 7 days each from the first record's submit time); not with --from/--to"},
@@ -200,6 +210,34 @@ func runTraceImport(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	// The matrix's types beside the catalogue's, each once (a type named
+	// twice would make every name containing it ambiguous).
+	var matrixOnly []string
+	for _, gt := range thr.GPUTypes() {
+		if !slices.Contains(profiles.CatalogTypes(), gt) {
+			matrixOnly = append(matrixOnly, gt)
+		}
+	}
+	opts := sim.ImportOptions{
+		Throughputs: thr, ReferenceType: c.String("reference-type"), Seed: c.Int64("seed"), MaxGPUs: c.Int("max-gpus"),
+		IgnoreRecordedType: c.Bool("ignore-gpu-type"),
+		// The names Slurm's GRES types go by, as the daemon reads them.
+		ResolveGPUType: func(recorded string) (string, bool) {
+			gt, err := profiles.ResolveDefault(recorded, matrixOnly...)
+			return gt, err == nil
+		},
+	}
+	if opts.MaxGPUs < 0 {
+		return fmt.Errorf("trace import: --max-gpus must be at least 0, got %d", opts.MaxGPUs)
+	}
+	if c.IsSet("states") {
+		if philly != "" {
+			return fmt.Errorf("trace import: --states: Philly's records have no job state")
+		}
+		if opts.States, err = parseStates(c.String("states")); err != nil {
+			return fmt.Errorf("trace import: --states: %w", err)
+		}
+	}
 	var in io.Reader = c.App.Reader
 	name := "stdin"
 	if path != "-" {
@@ -216,9 +254,8 @@ func runTraceImport(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("trace import: %w", err)
 	}
-	opts := sim.ImportOptions{Throughputs: thr, ReferenceType: c.String("reference-type"), Seed: c.Int64("seed"), MaxGPUs: c.Int("max-gpus")}
-	if opts.MaxGPUs < 0 {
-		return fmt.Errorf("trace import: --max-gpus must be at least 0, got %d", opts.MaxGPUs)
+	if opts.States != nil && !src.HasState {
+		return fmt.Errorf("trace import: --states: %s has no State field (add State to sacct's --format)", name)
 	}
 	window := "all"
 	if c.IsSet("week") {
@@ -246,11 +283,34 @@ func runTraceImport(c *cli.Context) error {
 		return fmt.Errorf("trace import: the window [%s, %s) is empty", opts.From.Format(time.DateTime), opts.To.Format(time.DateTime))
 	}
 	jobs, rep, err := sim.Import(src, opts)
+	if err != nil && !errors.Is(err, sim.ErrNoJobs) {
+		return err
+	}
+	// With no job to import, the counts say why.
+	printImportReport(c.App.ErrWriter, format, window, src, opts, rep)
 	if err != nil {
 		return err
 	}
-	printImportReport(c.App.ErrWriter, format, name, window, opts, rep)
 	return writeTraceOut(c, "trace import", jobs)
+}
+
+// parseStates reads --states: sacct's state names, comma-separated, any case.
+func parseStates(s string) ([]string, error) {
+	var states []string
+	for _, part := range strings.Split(s, ",") {
+		st := strings.ToUpper(strings.TrimSpace(part))
+		if st == "" {
+			continue
+		}
+		if !slices.Contains(sim.SacctStates, st) {
+			return nil, fmt.Errorf("%q is not a job state sacct prints (%s)", part, strings.Join(sim.SacctStates, ", "))
+		}
+		states = append(states, st)
+	}
+	if len(states) == 0 {
+		return nil, fmt.Errorf("no state given")
+	}
+	return states, nil
 }
 
 func parseImportTime(s string) (time.Time, error) {
@@ -264,14 +324,27 @@ func parseImportTime(s string) (time.Time, error) {
 
 // printImportReport writes the conversion rules and counts, so that what a
 // trace is made of is on record next to it.
-func printImportReport(w io.Writer, format, name, window string, opts sim.ImportOptions, rep sim.ImportReport) {
-	fmt.Fprintf(w, "import %s from %s\n", format, name)
-	fmt.Fprintf(w, "rules: job type drawn with seed %d among the matrix's types measured on %s at the job's GPU count (distributed types for multi-GPU jobs);\n", opts.Seed, opts.ReferenceType)
-	fmt.Fprintf(w, "       total_steps = duration x that type's %s throughput at that GPU count; ", opts.ReferenceType)
+func printImportReport(w io.Writer, format, window string, src *sim.ImportSource, opts sim.ImportOptions, rep sim.ImportReport) {
+	ref := opts.ReferenceType
+	if ref == "" {
+		ref = sim.DefaultReferenceType
+	}
+	fmt.Fprintf(w, "import %s from %s\n", format, src.Name)
+	pricing := ref
+	if !opts.IgnoreRecordedType && format != "Philly CSV" {
+		pricing = "the job's recorded GPU type if the matrix has it, else " + ref
+	}
+	fmt.Fprintf(w, "rules: job type drawn with seed %d among the matrix's types measured at the job's GPU count (distributed types for multi-GPU jobs)\n", opts.Seed)
+	fmt.Fprintf(w, "       on its pricing type, %s; total_steps = duration x that type's throughput there;\n       ", pricing)
 	if opts.MaxGPUs > 0 {
 		fmt.Fprintf(w, "GPU counts above %d capped to %d (duration kept)\n", opts.MaxGPUs, opts.MaxGPUs)
 	} else {
 		fmt.Fprintf(w, "GPU counts kept (no cap)\n")
+	}
+	if opts.States != nil {
+		fmt.Fprintf(w, "states: jobs that ended %s\n", strings.Join(opts.States, ", "))
+	} else if src.HasState {
+		fmt.Fprintf(w, "states: every job that ran, whatever its end state\n")
 	}
 	switch {
 	case window == "all":
@@ -295,22 +368,77 @@ func printImportReport(w io.Writer, format, name, window string, opts sim.Import
 		fmt.Fprintf(w, " (t=0 is %s)", rep.Start.Format(time.DateTime))
 	}
 	fmt.Fprintln(w)
-	reasons := slices.Sorted(maps.Keys(rep.Skipped))
-	for _, r := range reasons {
+	if rep.Merged > 0 {
+		fmt.Fprintf(w, "  merged  %6d  earlier runs of %d requeued jobs (arrival = first submit, duration = last run); %.0f GPU-s of runs thrown away\n",
+			rep.Merged, rep.RequeuedJobs, rep.DiscardedGPUSeconds)
+	}
+	for _, r := range slices.Sorted(maps.Keys(rep.Skipped)) {
 		fmt.Fprintf(w, "  skipped %6d  %s\n", rep.Skipped[r], r)
 	}
 	fmt.Fprintf(w, "  capped  %6d  jobs with more than %d GPUs\n", rep.Capped, opts.MaxGPUs)
-	sfs := make([]int, 0, len(rep.ScaleFactors))
-	for sf := range rep.ScaleFactors {
-		sfs = append(sfs, sf)
+	if src.HasState {
+		states := slices.Sorted(maps.Keys(rep.Kept))
+		for st := range rep.Dropped {
+			if _, ok := rep.Kept[st]; !ok {
+				states = append(states, st)
+			}
+		}
+		slices.Sort(states)
+		fmt.Fprintf(w, "jobs by end state   kept  dropped\n")
+		for _, st := range states {
+			label := st
+			if label == "" {
+				label = "(none)"
+			}
+			fmt.Fprintf(w, "  %-15s %6d %8d\n", label, rep.Kept[st], rep.Dropped[st])
+		}
 	}
-	sort.Ints(sfs)
+	sfs := slices.Sorted(maps.Keys(rep.ScaleFactors))
 	var hist []string
 	for _, sf := range sfs {
 		hist = append(hist, fmt.Sprintf("%d GPU: %d", sf, rep.ScaleFactors[sf]))
 	}
 	if len(hist) > 0 {
 		fmt.Fprintf(w, "GPUs: %s; %d job types drawn\n", strings.Join(hist, ", "), len(rep.JobTypes))
+	}
+	if len(rep.PricedOn) > 1 || len(rep.Unmatched) > 0 {
+		var parts []string
+		for _, gt := range slices.Sorted(maps.Keys(rep.PricedOn)) {
+			parts = append(parts, fmt.Sprintf("%s %d", gt, rep.PricedOn[gt]))
+		}
+		line := "priced on: " + strings.Join(parts, ", ")
+		if len(rep.Unmatched) > 0 {
+			parts = parts[:0]
+			for _, gt := range slices.Sorted(maps.Keys(rep.Unmatched)) {
+				parts = append(parts, fmt.Sprintf("%s %d", gt, rep.Unmatched[gt]))
+			}
+			line += fmt.Sprintf(" (recorded types not in the matrix, priced on %s: %s)", ref, strings.Join(parts, ", "))
+		}
+		fmt.Fprintln(w, line)
+	}
+	if format == "Philly CSV" {
+		return
+	}
+	// What sacct's options and fields say about requeued jobs.
+	switch {
+	case src.MissingRuns > 0:
+		fmt.Fprintf(w, "warning: %d jobs were requeued (Restarts) but their earlier runs are not in the file: their arrival is their last requeue; run sacct with -D (--duplicates) and a --starttime before their first submit\n", src.MissingRuns)
+	case src.Duplicated == 0 && !src.HasRestarts:
+		fmt.Fprintf(w, "note: no job has more than one record: if sacct ran without -D (--duplicates), a requeued job shows only its last run, submitted at its requeue (docs/traces.md)\n")
+	}
+	if len(src.FreeText) > 0 {
+		fmt.Fprintf(w, "warning: the file has free text users set (%s), which hadar does not use and which can hold '|' or whole lines that pass for records: leave it out of sacct's --format (%s)",
+			strings.Join(src.FreeText, ", "), sim.SacctFormat)
+		if src.Repaired > 0 {
+			fmt.Fprintf(w, "; %d records had a '|' or a newline in it and were read by their other fields", src.Repaired)
+		}
+		fmt.Fprintln(w)
+	}
+	for _, msg := range src.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", msg)
+	}
+	if src.Warned > len(src.Warnings) {
+		fmt.Fprintf(w, "warning: ... and %d more\n", src.Warned-len(src.Warnings))
 	}
 }
 

@@ -172,6 +172,7 @@ func TestTraceCommandErrors(t *testing.T) {
 		{"generate stray arg", []string{"generate", "x"}, "unexpected argument"},
 		{"generate negative rate", []string{"generate", "--rate", "-1"}, "arrival rate"},
 		{"generate negative jobs", []string{"generate", "--jobs", "-1"}, "jobs"},
+		{"generate no jobs", []string{"generate", "--jobs", "0"}, "--jobs must be at least 1, got 0"},
 		{"generate unknown reference", []string{"generate", "--reference-type", "a100"}, `"a100"`},
 		{"generate bad throughputs", []string{"generate", "--throughputs", filepath.Join(dir, "none.json")}, "no such file"},
 		{"generate unwritable", []string{"generate", "--out", filepath.Join(dir, "no", "dir", "x.trace")}, "no such file"},

@@ -35,6 +35,10 @@ func TestTraceImportSacct(t *testing.T) {
 		"skipped      2  " + sim.SkipNotStarted,
 		"capped       1  jobs with more than 8 GPUs",
 		"GPU counts above 8 capped to 8",
+		"states: every job that ran, whatever its end state",
+		"  FAILED               1        1",
+		"warning: the file has free text users set (JobName)",
+		"note: no job has more than one record",
 	} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
@@ -71,6 +75,16 @@ func TestTraceImportErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	fixture := filepath.Join("..", "..", "sim", "testdata", "philly", "2017-sample.csv")
+	headerOnly := filepath.Join(dir, "header.txt")
+	noState := filepath.Join(dir, "nostate.txt")
+	for path, text := range map[string]string{
+		headerOnly: "# sacct --parsable2 --format=" + sim.SacctFormat + "\n" + strings.ReplaceAll(sim.SacctFormat, ",", "|") + "\n",
+		noState:    "JobID|Submit|Start|End|AllocTRES\n1|2024-01-01T00:00:00|2024-01-01T00:00:00|2024-01-01T00:00:30|gres/gpu=1\n",
+	} {
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -82,11 +96,90 @@ func TestTraceImportErrors(t *testing.T) {
 		{[]string{"import", "--philly", fixture, "--from", "2017-09-02", "--to", "2017-09-01"}, "is empty"},
 		{[]string{"import", "--philly", fixture, "--max-gpus", "-1"}, "--max-gpus must be at least 0"},
 		{[]string{"import", "--sacct", fixture}, "the header (first line) has no JobID"},
+		{[]string{"import", "--philly", fixture, "--week", "99"}, "no job to import: none of the 10 jobs of " + fixture + " is kept"},
+		{[]string{"import", "--sacct", headerOnly}, headerOnly + ":2: no job records after the header"},
+		{[]string{"import", "--philly", fixture, "--states", "COMPLETED"}, "--states: Philly's records have no job state"},
+		{[]string{"import", "--sacct", noState, "--states", "completed"}, "--states: " + noState + " has no State field"},
+		{[]string{"import", "--sacct", noState, "--states", "DONE"}, `--states: "DONE" is not a job state sacct prints`},
 		{[]string{"import", "--philly", filepath.Join(dir, "nope.csv")}, "no such file"},
 	} {
 		_, _, err := runTraceCLI(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// sacct -D: the runs of a requeued job are one job; the summary counts
+// what was merged and thrown away, and the jobs by end state.
+func TestTraceImportSacctDuplicates(t *testing.T) {
+	fixture := filepath.Join("..", "..", "sim", "testdata", "sacct", "hand-duplicates.txt")
+	stdout, stderr, err := runTraceCLI(t, "import", "--sacct", fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := sim.ParseTrace(strings.NewReader(stdout), "stdout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 7 {
+		t.Errorf("%d jobs, want 7", len(jobs))
+	}
+	for _, want := range []string{
+		"read 20 records: 7 jobs imported (t=0 is 2026-12-06 22:00:00)",
+		"merged       4  earlier runs of 3 requeued jobs (arrival = first submit, duration = last run); 1289 GPU-s of runs thrown away",
+		"skipped      1  " + sim.SkipRequeuedLast,
+		"  CANCELLED            1        1",
+		"  REQUEUED             0        1",
+		"priced on: p100 1, v100 6 (recorded types not in the matrix, priced on v100: h100 1)",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stderr, "note: no job has more than one record") || strings.Contains(stderr, "free text") {
+		t.Errorf("a -D file in the recommended format got a note:\n%s", stderr)
+	}
+
+	_, stderr, err = runTraceCLI(t, "import", "--sacct", fixture, "--states", "COMPLETED,timeout", "--ignore-gpu-type")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"states: jobs that ended COMPLETED, TIMEOUT",
+		"read 20 records: 4 jobs imported",
+		"skipped      3  " + sim.SkipState,
+		"  NODE_FAIL            0        1",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("--states: stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stderr, "priced on") {
+		t.Errorf("--ignore-gpu-type: stderr names pricing types:\n%s", stderr)
+	}
+}
+
+// The security review's case: a '|' in one user's job name aborted an
+// admin's import (hand-written, in its pipe.txt's format).
+func TestTraceImportSacctPipeInJobName(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "pipe.txt")
+	text := "JobID|JobName|Submit|Start|End|AllocTRES\n" +
+		"1|a|b|2024-01-01T00:00:00|2024-01-01T00:00:00|2024-01-01T01:00:00|gres/gpu=1\n" +
+		"2|ok|2024-01-01T00:10:00|2024-01-01T00:10:00|2024-01-01T00:30:00|gres/gpu=2\n"
+	if err := os.WriteFile(in, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, err := runTraceCLI(t, "import", "--sacct", in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := sim.ParseTrace(strings.NewReader(stdout), "stdout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 2 || jobs[0].ScaleFactor != 1 || jobs[1].Arrival != 600 ||
+		!strings.Contains(stderr, "1 records had a '|' or a newline in it and were read by their other fields") {
+		t.Errorf("jobs %v, stderr:\n%s", jobs, stderr)
 	}
 }
