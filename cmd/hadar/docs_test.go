@@ -81,31 +81,6 @@ func checkArgs(app *cli.App, args []string) error {
 	return nil
 }
 
-func findFlag(flags []cli.Flag, name string) cli.Flag {
-	for _, f := range flags {
-		for _, n := range f.Names() {
-			if n == name {
-				return f
-			}
-		}
-	}
-	return nil
-}
-
-func findCommand(cmds []*cli.Command, name string) *cli.Command {
-	for _, c := range cmds {
-		if c.Name == name {
-			return c
-		}
-		for _, a := range c.Aliases {
-			if a == name {
-				return c
-			}
-		}
-	}
-	return nil
-}
-
 func TestCheckArgs(t *testing.T) {
 	app := newApp()
 	for args, ok := range map[string]bool{
