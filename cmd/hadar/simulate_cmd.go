@@ -286,6 +286,12 @@ func runSimulate(c *cli.Context) error {
 // metrics are over the completed jobs only, so they read better than they
 // are. --allow-incomplete makes it a warning.
 func checkComplete(c *cli.Context, out simulateOutput) error {
+	return incomplete(c.App.ErrWriter, out, c.Bool("allow-incomplete"), daemonMode(c))
+}
+
+// incomplete is checkComplete's rule: an error naming the policies that left
+// jobs unfinished, or with allow a warning on w.
+func incomplete(w io.Writer, out simulateOutput, allow, daemon bool) error {
 	var short []string
 	for _, name := range out.Order {
 		if m := out.Policies[name]; m.Completed < m.Jobs {
@@ -296,12 +302,12 @@ func checkComplete(c *cli.Context, out simulateOutput) error {
 		return nil
 	}
 	msg := strings.Join(short, ", ") + "; the metrics of those rows are over the completed jobs only"
-	if c.Bool("allow-incomplete") {
-		fmt.Fprintf(c.App.ErrWriter, "hadar simulate: warning: %s\n", msg)
+	if allow {
+		fmt.Fprintf(w, "hadar simulate: warning: %s\n", msg)
 		return nil
 	}
 	hint := ""
-	if daemonMode(c) {
+	if daemon {
 		hint = " (--log FILE shows the daemon's decisions on each job)"
 	}
 	return fmt.Errorf("incomplete run: %s%s; pass --allow-incomplete to accept such a run", msg, hint)
@@ -333,7 +339,7 @@ func checkSimulateFlags(c *cli.Context) error {
 			}
 		}
 	}
-	if daemonMode(c) && c.IsSet("progress") {
+	if daemonMode(c) && c.Bool("progress") {
 		return usageErrorf(c, "--progress does not apply with --daemon or --layout")
 	}
 	if e := c.Float64("explore"); e < 0 || e > 4 || math.IsNaN(e) {
