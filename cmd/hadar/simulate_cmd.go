@@ -60,12 +60,12 @@ func simulateCommand() *cli.Command {
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "trace", Usage: "trace file, or gavel:NAME for an embedded Gavel trace (default: a generated trace)"},
 			throughputsFlag(),
-			&cli.BoolFlag{Name: "prior", Usage: "fill the cells --throughputs lacks on the --cluster types with the prior (docs/prior.md), so a type no matrix measured (l40s, b200, ...) runs jobs at its predicted rates; with --truth, fills the truth's missing cells (the plan is always filled)"},
+			&cli.BoolFlag{Name: "prior", Usage: "fill every cell --throughputs lacks on the --cluster types with the prior (docs/prior.md); without it only a type the matrix has no rate for at all (l40s, b200, ...) is filled, as hadar-slurmd plans it; with --truth, fills the truth's missing cells (the plan is always filled)"},
 			&cli.StringFlag{Name: "truth", Usage: "the matrix `NAME|FILE` jobs progress at, while the policies plan with --throughputs, the prior, and what they learn (default: --throughputs, planned with as it is)"},
 			&cli.StringFlag{Name: "forget", Usage: "drop these GPU `TYPES` (comma-separated) from --throughputs before planning, as if no one had measured them: with --truth, the learning experiment of docs/learning.md"},
 			&cli.Float64Flag{Name: "explore", Value: 0, DefaultText: "the --config file's explore, else 0", Usage: "with --truth or --noise-rate: plan each cell no job has run on yet (the prior's, and the imported matrix's) at (1+`B`) times its value, so the policy tries types that may be faster"},
 			&cli.BoolFlag{Name: "no-learning", Usage: "with --truth: plan with --throughputs and the prior throughout, learning nothing"},
-			&cli.StringFlag{Name: "cluster", Value: "v100=36,p100=36,k80=36", Usage: "GPUs per type, TYPE=N,..."},
+			&cli.StringFlag{Name: "cluster", Value: "v100=36,p100=36,k80=36", Usage: "GPUs per type, TYPE=N,... (TYPE in any case, or a Slurm GRES name such as tesla_v100-sxm2-32gb; hadar profiles gpus lists the types), or Gavel's V:P:K for v100, p100 and k80 (36:36:36)"},
 			&cli.IntFlag{Name: "gpus-per-node", Value: 4, Usage: "GPUs per simulated node (one GPU type per node)"},
 			&cli.BoolFlag{Name: "daemon-rules", Usage: "plan as hadar-slurmd must: each job asks for the shape its sbatch would on --gpus-per-node nodes (one node when its gang fits one, else equal parts on the fewest nodes), and running jobs are stopped and moved by the daemon's preemption and migration_penalty (--config's, else its defaults: no preemption, 10m); without it gangs split over nodes freely and any job stops and moves for free, as in Gavel's simulator (docs/fidelity.md)"},
 			&cli.DurationFlag{Name: "round", Value: 360 * time.Second, Usage: "round length"},
@@ -329,6 +329,11 @@ func notePriorFilled(c *cli.Context, matrix string, types []string) {
 // checkSimulateFlags refuses flag values out of the config file's ranges
 // (hadar.toml(5)) and flags that contradict each other, before any work.
 func checkSimulateFlags(c *cli.Context) error {
+	for _, f := range []string{"trace", "throughputs", "truth", "layout", "config"} {
+		if c.IsSet(f) && strings.TrimSpace(c.String(f)) == "" {
+			return usageErrorf(c, "--%s is empty", f)
+		}
+	}
 	if c.Bool("json") && c.Bool("markdown") {
 		return usageErrorf(c, "--json and --markdown exclude each other")
 	}

@@ -93,6 +93,9 @@ func runTraceShow(c *cli.Context) error {
 		return usageErrorf(c, "want one trace (a file or gavel:NAME), got %d arguments", c.NArg())
 	}
 	spec := c.Args().First()
+	if strings.TrimSpace(spec) == "" {
+		return usageErrorf(c, "empty trace name (a file or gavel:NAME)")
+	}
 	jobs, err := sim.LoadTrace(spec)
 	if err != nil {
 		return err
