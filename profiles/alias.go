@@ -120,10 +120,114 @@ func ResolveDefault(name string, extra ...string) (string, error) {
 		}
 	}
 	gt, err := matchGPUType(name, types)
+	if errors.Is(err, ErrNotFound) {
+		var sites []string
+		for _, a := range DefaultAliases() {
+			sites = append(sites, a.Site)
+		}
+		return "", fmt.Errorf("resolve GPU type %q: %w%s", name, err, didYouMean(name, types, sites))
+	}
 	if err != nil {
 		return "", fmt.Errorf("resolve GPU type %q: %w", name, err)
 	}
 	return gt, nil
+}
+
+// didYouMean is ` (closest known names: h100, h200)` for the GPU type name
+// names and aliases resemble, or "".
+func didYouMean(name string, types, aliases []string) string {
+	near := ClosestGPUNames(name, types, aliases)
+	if len(near) == 0 {
+		return "; no known GPU type resembles it (hadar profiles gpus lists the catalogue)"
+	}
+	return "; closest known names: " + strings.Join(near, ", ")
+}
+
+// ClosestGPUNames returns up to three of types and aliases whose names,
+// vendor prefixes ("nvidia_", "tesla_", ...), memory sizes and separators
+// removed, are within a small edit distance of name's: nvidia_h800 is near
+// h100 and h200. Types come before aliases at the same distance.
+func ClosestGPUNames(name string, types, aliases []string) []string {
+	core := gpuNameCore(name)
+	if core == "" {
+		return nil
+	}
+	limit := max(2, len(core)/4)
+	type cand struct {
+		name string
+		dist int
+		rank int
+	}
+	var cands []cand
+	seen := map[string]bool{}
+	for rank, list := range [][]string{types, aliases} {
+		for _, n := range list {
+			d := editDistance(core, gpuNameCore(n))
+			if d <= limit && !seen[n] {
+				seen[n] = true
+				cands = append(cands, cand{n, d, rank})
+			}
+		}
+	}
+	sort.SliceStable(cands, func(i, j int) bool {
+		if cands[i].dist != cands[j].dist {
+			return cands[i].dist < cands[j].dist
+		}
+		if cands[i].rank != cands[j].rank {
+			return cands[i].rank < cands[j].rank
+		}
+		return cands[i].name < cands[j].name
+	})
+	var out []string
+	cores := map[string]bool{}
+	for _, c := range cands {
+		if len(out) == 3 {
+			break
+		}
+		if core := gpuNameCore(c.name); !cores[core] {
+			cores[core] = true
+			out = append(out, c.name)
+		}
+	}
+	return out
+}
+
+// gpuNameCore is name lowercased without vendor prefixes, memory sizes
+// and separators: "NVIDIA_H100_PCIe_80GB" -> "h100pcie".
+func gpuNameCore(name string) string {
+	n := strings.ToLower(strings.TrimSpace(name))
+	for _, p := range []string{"nvidia_", "nvidia ", "nvidia-", "tesla_", "tesla ", "amd_instinct_", "geforce_"} {
+		n = strings.TrimPrefix(n, p)
+	}
+	var b strings.Builder
+	for _, tok := range strings.FieldsFunc(n, func(r rune) bool { return r == '_' || r == '-' || r == ' ' }) {
+		if strings.HasSuffix(tok, "gb") && strings.Trim(strings.TrimSuffix(tok, "gb"), "0123456789") == "" {
+			continue
+		}
+		b.WriteString(tok)
+	}
+	return b.String()
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // Aliases returns every alias, sorted by site name.
@@ -229,6 +333,15 @@ func (s *Store) resolveGPUType(ctx context.Context, name string) (string, error)
 		return "", fmt.Errorf("resolve GPU type %q: %w", name, err)
 	}
 	gt, err = matchGPUType(name, types)
+	if errors.Is(err, ErrNotFound) {
+		var sites []string
+		if as, aerr := s.Aliases(ctx); aerr == nil {
+			for _, a := range as {
+				sites = append(sites, a.Site)
+			}
+		}
+		return "", fmt.Errorf("resolve GPU type %q: %w%s", name, err, didYouMean(name, types, sites))
+	}
 	if err != nil {
 		return "", fmt.Errorf("resolve GPU type %q: %w", name, err)
 	}
@@ -313,7 +426,7 @@ func aliasTarget(ctx context.Context, tx *sql.Tx, name string) (string, error) {
 	}
 	spec, ok := LookupGPU(name)
 	if !ok {
-		return "", fmt.Errorf("%w: unknown canonical GPU type %q: it is neither in the database nor in the catalogue (%s); give it rates first (hadar profiles set) or alias a known type", ErrNotFound, name, strings.Join(CatalogTypes(), ", "))
+		return "", fmt.Errorf("%w: unknown canonical GPU type %q: it is neither in the database nor in the catalogue (%s)%s", ErrNotFound, name, strings.Join(CatalogTypes(), ", "), didYouMean(name, CatalogTypes(), nil))
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO gpu_types (name) VALUES (?)`, spec.Type); err != nil {
 		return "", fmt.Errorf("add GPU type %q: %w", spec.Type, err)
@@ -321,13 +434,15 @@ func aliasTarget(ctx context.Context, tx *sql.Tx, name string) (string, error) {
 	return spec.Type, nil
 }
 
-// matchGPUType is step 4 of ResolveGPUType.
+// matchGPUType is step 4 of ResolveGPUType. Underscores, hyphens and
+// spaces count as one separator, so "h100-pcie" matches in
+// "nvidia_h100_pcie_80gb" and wins over "h100" as the longer match.
 func matchGPUType(name string, types []string) (string, error) {
-	lname := strings.ToLower(name)
+	lname := separatorsAsHyphen(name)
 	var best []string
 	bestLen := 0
 	for _, t := range types {
-		lt := strings.ToLower(t)
+		lt := separatorsAsHyphen(t)
 		if lt == "" || !containsBounded(lname, lt) {
 			continue
 		}
@@ -347,6 +462,11 @@ func matchGPUType(name string, types []string) (string, error) {
 		sort.Strings(best)
 		return "", fmt.Errorf("%w: matches %s", ErrAmbiguous, strings.Join(best, ", "))
 	}
+}
+
+// separatorsAsHyphen is s lowercased with '_' and ' ' written '-'.
+func separatorsAsHyphen(s string) string {
+	return strings.NewReplacer("_", "-", " ", "-").Replace(strings.ToLower(s))
 }
 
 // containsBounded reports whether sub occurs in s with no digit immediately

@@ -17,6 +17,7 @@ import (
 
 	sqlite3 "github.com/mattn/go-sqlite3" // also registers the "sqlite3" driver
 
+	"github.com/hadar-sched/hadar/jobproto"
 	"github.com/hadar-sched/hadar/optimizer"
 )
 
@@ -349,7 +350,12 @@ func importTx(ctx context.Context, tx *sql.Tx, t optimizer.Throughputs, at time.
 
 // Set stores an administrator's measured rate for jobType on workers GPUs of
 // gpuType. It overrides learned and imported values until Unset. The GPU
-// type is looked up as in ImportGavel.
+// type is resolved as SetAlias resolves its target: a type of the database
+// or of the catalogue, else ErrNotFound (a typo would otherwise become a GPU
+// type no node has). A job type new to the database is created, unless its
+// name normalises (jobproto.NormalizeModel) to an existing job type's:
+// that is ErrAmbiguous, since model= could then no longer tell the two
+// apart.
 func (s *Store) Set(ctx context.Context, jobType, gpuType string, workers int, stepsPerS float64) error {
 	jobType = strings.TrimSpace(jobType)
 	err := validCell(jobType, gpuType, workers)
@@ -358,10 +364,13 @@ func (s *Store) Set(ctx context.Context, jobType, gpuType string, workers int, s
 	}
 	if err == nil {
 		err = s.inTx(ctx, func(tx *sql.Tx) error {
+			if err := checkNewJobType(ctx, tx, jobType); err != nil {
+				return err
+			}
 			if err := ensureJobType(ctx, tx, jobType); err != nil {
 				return err
 			}
-			gt, err := gpuTypeForWrite(ctx, tx, gpuType)
+			gt, err := aliasTarget(ctx, tx, gpuType)
 			if err != nil {
 				return err
 			}
@@ -526,6 +535,40 @@ func validObservation(o Observation) error {
 		return fmt.Errorf("%w: steps %v, want a finite number > 0", ErrInvalid, o.Steps)
 	case bad(o.Steps / o.Seconds):
 		return fmt.Errorf("%w: rate %v steps/s out of range", ErrInvalid, o.Steps/o.Seconds)
+	}
+	return nil
+}
+
+// checkNewJobType refuses a job type not yet in the database whose name
+// normalises to an existing one's ("resnet50-bs64" beside "ResNet-50
+// (batch size 64)").
+func checkNewJobType(ctx context.Context, tx *sql.Tx, name string) error {
+	rows, err := tx.QueryContext(ctx, `SELECT name FROM job_types`)
+	if err != nil {
+		return fmt.Errorf("list job types: %w", err)
+	}
+	defer rows.Close()
+	norm := jobproto.NormalizeModel(name)
+	var same []string
+	for rows.Next() {
+		var jt string
+		if err := rows.Scan(&jt); err != nil {
+			return fmt.Errorf("list job types: %w", err)
+		}
+		if jt == name {
+			return nil
+		}
+		if jobproto.NormalizeModel(jt) == norm {
+			same = append(same, jt)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("list job types: %w", err)
+	}
+	if len(same) > 0 {
+		sort.Strings(same)
+		return fmt.Errorf("%w: job type %q is another spelling of %q: a second job type of that name would make model=%s match both; use %q",
+			ErrAmbiguous, name, strings.Join(same, `", "`), name, same[0])
 	}
 	return nil
 }

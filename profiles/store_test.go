@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -902,5 +903,49 @@ func TestRecordObservationsSkipsOnlyTheInvalid(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string][2]float64{"v100": {6, 2}, "k80": {2, 1}}, got); diff != "" {
 		t.Errorf("learned rows (-want +got):\n%s", diff)
+	}
+}
+
+// Set resolves the GPU type as SetAlias does (a typo is not a new type) and
+// never creates a job type that is another spelling of an existing one.
+func TestSetRefusesUnknownGPUAndAmbiguousJobType(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, "")
+	for _, tc := range []struct {
+		name, job, gpu string
+		want           error
+	}{
+		{"unknown GPU type", "A3C", "nosuchgpu", ErrNotFound},
+		{"another spelling of a job type", "resnet50-bs64", "v100", ErrAmbiguous},
+		{"another spelling, other case", "a3c", "v100", ErrAmbiguous},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := s.Set(ctx, tc.job, tc.gpu, 1, 3); !errors.Is(err, tc.want) {
+				t.Errorf("Set(%q, %q) = %v, want %v", tc.job, tc.gpu, err, tc.want)
+			}
+		})
+	}
+	jobs, err := s.JobTypes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		if j == "resnet50-bs64" || j == "a3c" {
+			t.Errorf("a refused Set created job type %q", j)
+		}
+	}
+	gpus, err := s.GPUTypes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(gpus, "nosuchgpu") {
+		t.Error("a refused Set created GPU type nosuchgpu")
+	}
+	// A catalogue type the database lacks, an alias in any case, and a
+	// genuinely new job type are fine.
+	for _, gpu := range []string{"l40s", "TESLA_V100-SXM2-32GB", "V100"} {
+		if err := s.Set(ctx, "MyModel", gpu, 1, 3); err != nil {
+			t.Errorf("Set(MyModel, %s): %v", gpu, err)
+		}
 	}
 }

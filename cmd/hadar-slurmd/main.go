@@ -36,6 +36,7 @@ type options struct {
 	logFormat  string
 	logLevel   string
 	round      time.Duration
+	roundSet   bool
 	policy     string
 	version    bool
 	guard      bool
@@ -55,8 +56,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "config" {
+		switch f.Name {
+		case "config":
 			o.configSet = true
+		case "round":
+			o.roundSet = true
 		}
 	})
 	return o, nil
@@ -109,9 +113,10 @@ func loadConfig(o options) (config.Config, string, error) {
 	if o.logLevel != "" {
 		cfg.Log.Level = o.logLevel
 	}
-	if o.round > 0 {
+	if o.roundSet {
+		// Validate checks it with the config file's rule (at least 1s).
 		cfg.Round = config.Duration{Duration: o.round}
-		if cfg.MinRoundGap.Duration > o.round {
+		if cfg.MinRoundGap.Duration > o.round && o.round > 0 {
 			cfg.MinRoundGap = config.Duration{Duration: o.round}
 		}
 	}

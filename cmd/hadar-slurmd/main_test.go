@@ -72,3 +72,29 @@ func TestHelpWritesDoubleDash(t *testing.T) {
 		t.Errorf("--help:\n%s", help)
 	}
 }
+
+// --round is checked with the config file's rule, not dropped when it is
+// out of range.
+func TestRoundFlagValidated(t *testing.T) {
+	t.Setenv("HADAR_CONFIG", "")
+	for _, round := range []string{"-5s", "0s", "500ms"} {
+		o, err := parseFlags([]string{"--config", filepath.Join(t.TempDir(), "none.toml"), "--round", round}, &bytes.Buffer{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.configSet = false // a missing default config is the defaults
+		if _, _, err := loadConfig(o); err == nil || !strings.Contains(err.Error(), `"round"`) {
+			t.Errorf("--round %s: %v, want an error naming round", round, err)
+		}
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "hadar.toml")
+	text := "data_dir = \"" + filepath.Join(dir, "data") + "\"\nspool_dir = \"" + filepath.Join(dir, "spool") + "\"\n"
+	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	if status := run([]string{"--config", cfg, "--round", "-5s", "--once", "--dry-run"}, &bytes.Buffer{}, &stderr); status != 2 || !strings.Contains(stderr.String(), "below the minimum 1s") {
+		t.Errorf("hadar-slurmd --round -5s: status %d, stderr %q; want 2 and the minimum", status, stderr.String())
+	}
+}

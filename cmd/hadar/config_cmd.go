@@ -70,7 +70,7 @@ func configCommand() *cli.Command {
 				},
 				Action: func(c *cli.Context) error {
 					if c.NArg() > 1 {
-						return fmt.Errorf("config check: want at most one FILE, got %d arguments", c.NArg())
+						return usageErrorf(c, "want at most one FILE, got %d arguments", c.NArg())
 					}
 					cfg, path, found, err := loadDaemonConfig(c, c.Args().First())
 					if err != nil {

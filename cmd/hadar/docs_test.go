@@ -32,9 +32,10 @@ func TestDocsCommandsExist(t *testing.T) {
 	}
 }
 
-// checkArgs follows args down the command tree as urfave/cli parses them:
+// checkArgs follows args down the command tree as hadar parses them:
 // subcommands until the first positional argument, and every flag defined
-// on the command it is given to.
+// on the command it is given to, before or after its arguments (runApp's
+// permuteArgs).
 func checkArgs(app *cli.App, args []string) error {
 	flags := app.Flags
 	cmds := app.Commands
@@ -55,9 +56,6 @@ func checkArgs(app *cli.App, args []string) error {
 			if f == nil {
 				return fmt.Errorf("%s has no flag %s", path, a)
 			}
-			if positional {
-				return fmt.Errorf("%s: flag %s after a positional argument is taken as an argument", path, a)
-			}
 			if dg, ok := f.(cli.DocGenerationFlag); ok && dg.TakesValue() && !hasValue {
 				if i+1 >= len(args) {
 					return fmt.Errorf("%s: flag %s needs a value", path, a)
@@ -72,35 +70,10 @@ func checkArgs(app *cli.App, args []string) error {
 				path += " " + sub.Name
 				continue
 			}
-			if len(cmds) > 0 && (cur == nil || cur.Action == nil) {
+			if len(cmds) > 0 {
 				return fmt.Errorf("%s has no command %q", path, a)
 			}
 			positional = true
-		}
-	}
-	return nil
-}
-
-func findFlag(flags []cli.Flag, name string) cli.Flag {
-	for _, f := range flags {
-		for _, n := range f.Names() {
-			if n == name {
-				return f
-			}
-		}
-	}
-	return nil
-}
-
-func findCommand(cmds []*cli.Command, name string) *cli.Command {
-	for _, c := range cmds {
-		if c.Name == name {
-			return c
-		}
-		for _, a := range c.Aliases {
-			if a == name {
-				return c
-			}
 		}
 	}
 	return nil
@@ -114,7 +87,8 @@ func TestCheckArgs(t *testing.T) {
 		"profiles list --nope":           false,
 		"profiles frobnicate":            false,
 		"config check -q":                true,
-		"config check FILE --quiet":      false, // after a positional
+		"config check FILE --quiet":      true, // after a positional
+		"config check FILE --nope":       false,
 		"history --since 24h --plot dir": true,
 		"history --since":                false,
 		"--version":                      true,

@@ -117,13 +117,13 @@ func explainCommand() *cli.Command {
 				case a == "--json" || a == "-json":
 					jsonOut = true
 				case strings.HasPrefix(a, "-"):
-					return fmt.Errorf("explain: %s: flags go before JOBID", a)
+					return usageErrorf(c, "%s: flags go before JOBID", a)
 				default:
 					ids = append(ids, a)
 				}
 			}
 			if len(ids) != 1 {
-				return fmt.Errorf("explain: want one JOBID, got %d", len(ids))
+				return usageErrorf(c, "want one JOBID, got %d", len(ids))
 			}
 			id := ids[0]
 			dr, err := runDryRound(c)

@@ -35,7 +35,7 @@ func historyCommand() *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
-				return fmt.Errorf("history: unexpected arguments: %s", strings.Join(c.Args().Slice(), " "))
+				return usageErrorf(c, "unexpected arguments: %s", strings.Join(c.Args().Slice(), " "))
 			}
 			if c.Duration("since") <= 0 {
 				return fmt.Errorf("history: --since %v: want a positive duration", c.Duration("since"))

@@ -4,7 +4,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/urfave/cli/v2"
@@ -14,7 +13,7 @@ import (
 var version = "dev"
 
 func newApp() *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:    "hadar",
 		Usage:   "heterogeneity-aware GPU scheduling for Slurm clusters",
 		Version: version,
@@ -36,11 +35,10 @@ func newApp() *cli.App {
 		},
 		EnableBashCompletion: true,
 	}
+	strictUsage(app)
+	return app
 }
 
 func main() {
-	if err := newApp().Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "hadar:", err)
-		os.Exit(1)
-	}
+	os.Exit(runApp(newApp(), os.Args, os.Stderr))
 }

@@ -323,7 +323,7 @@ func planCommand() *cli.Command {
 		Flags: append(dryRoundFlags(), &cli.StringFlag{Name: "job", Usage: "only this job's decision and its earliest expected start (like sbatch --test-only)"}),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
-				return fmt.Errorf("plan: unexpected arguments: %s", strings.Join(c.Args().Slice(), " "))
+				return usageErrorf(c, "unexpected arguments: %s", strings.Join(c.Args().Slice(), " "))
 			}
 			dr, err := runDryRound(c)
 			if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hadar-sched/hadar/jobproto"
 	"github.com/hadar-sched/hadar/optimizer"
 	"github.com/hadar-sched/hadar/profiles"
 )
@@ -150,25 +151,41 @@ func profilesCommand() *cli.Command {
 				Usage: "set a measured rate, which overrides learned and imported values",
 				Description: "Example: hadar profiles set --job-type 'ResNet-50 (batch size 64)' --gpu-type a100 \\\n" +
 					"    --workers 4 --steps-per-s 41.5\n" +
-					"A rate of 0 marks the job type as unable to run on that GPU type. A new job type or\n" +
-					"GPU type is created; GPU names are matched to existing types exactly or ignoring case.",
+					"A rate of 0 marks the job type as unable to run on that GPU type. --job-type is\n" +
+					"resolved as hadar-slurmd resolves model= (case, spaces and punctuation ignored,\n" +
+					"\"batch size\" as \"bs\": resnet50-bs64 is 'ResNet-50 (batch size 64)'); a job type\n" +
+					"the database lacks is an error unless --new creates it. --gpu-type is a GPU type of\n" +
+					"the database, an alias of one, or a catalogue type (hadar profiles gpus); any other\n" +
+					"name is an error, as for `alias set`.",
 				Flags: []cli.Flag{
 					profilesDBFlag(),
-					&cli.StringFlag{Name: "job-type", Required: true, Usage: "job type `NAME` as hadar profiles list prints it (quote names with spaces)"},
+					&cli.StringFlag{Name: "job-type", Required: true, Usage: "job type `NAME` as hadar profiles list prints it, or as model= names it (quote names with spaces)"},
 					&cli.StringFlag{Name: "gpu-type", Required: true, Usage: "GPU `TYPE` (canonical name or alias)"},
 					&cli.IntFlag{Name: "workers", Value: 1, Usage: "number of GPUs `N` the job runs on"},
 					&cli.Float64Flag{Name: "steps-per-s", Required: true, Usage: "throughput `RATE` of the whole job in steps per second"},
+					&cli.BoolFlag{Name: "new", Usage: "create --job-type as a new job type (a model the database has no rates for)"},
 				},
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 0 {
 						return profilesUsage(c, "takes flags only, no arguments")
 					}
 					return withProfilesStore(c, func(s *profiles.Store) error {
-						job, gpu, w, r := c.String("job-type"), c.String("gpu-type"), c.Int("workers"), c.Float64("steps-per-s")
+						gpu, w, r := c.String("gpu-type"), c.Int("workers"), c.Float64("steps-per-s")
+						job, isNew, err := profilesJobTypeForSet(c, s, c.String("job-type"), c.Bool("new"))
+						if err != nil {
+							return err
+						}
 						if err := s.Set(c.Context, job, gpu, w, r); err != nil {
 							return err
 						}
-						fmt.Fprintf(c.App.Writer, "%s on %d x %s: %g steps/s (measured)\n", job, w, gpu, r)
+						gt, err := s.ResolveGPUType(c.Context, gpu)
+						if err != nil {
+							return err
+						}
+						if isNew {
+							fmt.Fprintf(c.App.Writer, "new job type %q\n", job)
+						}
+						fmt.Fprintf(c.App.Writer, "%s on %d x %s: %g steps/s (measured)\n", job, w, gt, r)
 						return nil
 					})
 				},
@@ -188,6 +205,11 @@ func profilesCommand() *cli.Command {
 					}
 					return withProfilesStore(c, func(s *profiles.Store) error {
 						job, gpu, w := c.String("job-type"), c.String("gpu-type"), c.Int("workers")
+						if jobs, err := s.JobTypes(c.Context); err == nil {
+							if jt, err := jobproto.NewModelResolver(jobs, nil).Resolve(job); err == nil {
+								job = jt
+							}
+						}
 						if err := s.Unset(c.Context, job, gpu, w); err != nil {
 							return err
 						}
@@ -330,7 +352,35 @@ func profilesUsage(c *cli.Context, msg string) error {
 	if c.Command.ArgsUsage != "" && strings.TrimSpace(c.Command.ArgsUsage) != "" {
 		usage += " " + c.Command.ArgsUsage
 	}
-	return fmt.Errorf("%s: %s\nusage: %s [options]; see --help", c.Command.Name, msg, usage)
+	return usageErrorf(c, "%s (usage: %s [options])", msg, usage)
+}
+
+// profilesJobTypeForSet resolves `profiles set --job-type name` against the
+// database's job types as hadar-slurmd resolves model=, so a short name sets
+// the job type it means. A name that resolves to none is an error unless
+// create (--new) is set; then it is the name of a new job type, which
+// reports isNew.
+func profilesJobTypeForSet(c *cli.Context, s *profiles.Store, name string, create bool) (jobType string, isNew bool, err error) {
+	jobs, err := s.JobTypes(c.Context)
+	if err != nil {
+		return "", false, err
+	}
+	name = strings.TrimSpace(name)
+	jt, err := jobproto.NewModelResolver(jobs, nil).Resolve(name)
+	switch {
+	case err == nil && create:
+		return "", false, fmt.Errorf("--job-type %q is the existing job type %q: drop --new to set its rate", name, jt)
+	case err == nil:
+		return jt, false, nil
+	case errors.Is(err, jobproto.ErrAmbiguousModel):
+		return "", false, fmt.Errorf("--job-type: %w", err)
+	case create:
+		if jobproto.NormalizeModel(name) == "" {
+			return "", false, fmt.Errorf("--job-type: %w", err)
+		}
+		return name, true, nil
+	}
+	return "", false, fmt.Errorf("--job-type: %w; the database has no such job type (hadar profiles list): pass --new to create it", err)
 }
 
 // profilesUnknownJob wraps err with job types resembling name.

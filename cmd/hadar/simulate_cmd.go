@@ -60,12 +60,12 @@ func simulateCommand() *cli.Command {
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "trace", Usage: "trace file, or gavel:NAME for an embedded Gavel trace (default: a generated trace)"},
 			throughputsFlag(),
-			&cli.BoolFlag{Name: "prior", Usage: "fill the cells --throughputs lacks on the --cluster types with the prior (docs/prior.md), so a type no matrix measured (l40s, b200, ...) runs jobs at its predicted rates; with --truth, fills the truth's missing cells (the plan is always filled)"},
+			&cli.BoolFlag{Name: "prior", Usage: "fill every cell --throughputs lacks on the --cluster types with the prior (docs/prior.md); without it only a type the matrix has no rate for at all (l40s, b200, ...) is filled, as hadar-slurmd plans it; with --truth, fills the truth's missing cells (the plan is always filled)"},
 			&cli.StringFlag{Name: "truth", Usage: "the matrix `NAME|FILE` jobs progress at, while the policies plan with --throughputs, the prior, and what they learn (default: --throughputs, planned with as it is)"},
 			&cli.StringFlag{Name: "forget", Usage: "drop these GPU `TYPES` (comma-separated) from --throughputs before planning, as if no one had measured them: with --truth, the learning experiment of docs/learning.md"},
 			&cli.Float64Flag{Name: "explore", Value: 0, DefaultText: "the --config file's explore, else 0", Usage: "with --truth or --noise-rate: plan each cell no job has run on yet (the prior's, and the imported matrix's) at (1+`B`) times its value, so the policy tries types that may be faster"},
 			&cli.BoolFlag{Name: "no-learning", Usage: "with --truth: plan with --throughputs and the prior throughout, learning nothing"},
-			&cli.StringFlag{Name: "cluster", Value: "v100=36,p100=36,k80=36", Usage: "GPUs per type, TYPE=N,..."},
+			&cli.StringFlag{Name: "cluster", Value: "v100=36,p100=36,k80=36", Usage: "GPUs per type, TYPE=N,... (TYPE in any case, or a Slurm GRES name such as tesla_v100-sxm2-32gb; hadar profiles gpus lists the types), or Gavel's V:P:K for v100, p100 and k80 (36:36:36)"},
 			&cli.IntFlag{Name: "gpus-per-node", Value: 4, Usage: "GPUs per simulated node (one GPU type per node)"},
 			&cli.BoolFlag{Name: "daemon-rules", Usage: "plan as hadar-slurmd must: each job asks for the shape its sbatch would on --gpus-per-node nodes (one node when its gang fits one, else equal parts on the fewest nodes), and running jobs are stopped and moved by the daemon's preemption and migration_penalty (--config's, else its defaults: no preemption, 10m); without it gangs split over nodes freely and any job stops and moves for free, as in Gavel's simulator (docs/fidelity.md)"},
 			&cli.DurationFlag{Name: "round", Value: 360 * time.Second, Usage: "round length"},
@@ -77,7 +77,8 @@ func simulateCommand() *cli.Command {
 			&cli.BoolFlag{Name: "markdown", Usage: "print the results as a Markdown table (hours)"},
 			&cli.StringFlag{Name: "plot", Usage: "write PNG plots (JCT CDF, utilization, metrics) into `DIR`"},
 			&cli.StringFlag{Name: "jobs-csv", Usage: "write every job's outcome under every policy to `FILE` (CSV, hours: arrival, first start, completion, JCT, queueing, isolated JCT; stops and moves; GPU-hours on each GPU type)"},
-			&cli.BoolFlag{Name: "progress", Usage: "show a progress bar on stderr (default: when stderr is a terminal)"},
+			&cli.BoolFlag{Name: "progress", Usage: "show a progress bar on stderr (default: when stderr is a terminal); not with --daemon"},
+			&cli.BoolFlag{Name: "allow-incomplete", Usage: "exit 0 even if a policy leaves jobs unfinished (its metrics are then over the completed jobs only); without it such a run prints its results and exits 1"},
 		}, append(simulateNoiseFlags(), simulateDaemonFlags()...)...),
 		Action: runSimulate,
 	}
@@ -91,16 +92,22 @@ type simulateOutput struct {
 	RoundS  float64        `json:"round_s"`
 	Truth   string         `json:"truth,omitempty"`
 	// NoiseSteps and NoiseRate are the sigmas of --noise-steps and --noise-rate.
-	NoiseSteps float64                `json:"noise_steps,omitempty"`
-	NoiseRate  float64                `json:"noise_rate,omitempty"`
-	Policies   map[string]sim.Metrics `json:"policies"`
-	Order      []string               `json:"policy_order"`
+	NoiseSteps float64 `json:"noise_steps,omitempty"`
+	NoiseRate  float64 `json:"noise_rate,omitempty"`
+	// PriorFilled are the cluster's GPU types the matrix has no rates
+	// for, given the prior's (docs/prior.md) as hadar-slurmd plans them.
+	PriorFilled []string               `json:"prior_filled,omitempty"`
+	Policies    map[string]sim.Metrics `json:"policies"`
+	Order       []string               `json:"policy_order"`
 	// GPUTypes is, with --daemon, each trace job's GPU type at its end (in
 	// trace order; "" if it never ran), per row.
 	GPUTypes map[string][]string `json:"gpu_types,omitempty"`
 }
 
 func runSimulate(c *cli.Context) error {
+	if err := checkSimulateFlags(c); err != nil {
+		return err
+	}
 	if daemonMode(c) {
 		if c.Bool("daemon-rules") {
 			return fmt.Errorf("--daemon-rules is for the fast path: --daemon and --layout run the daemon's own round, its rules included")
@@ -115,21 +122,19 @@ func runSimulate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	gpus, err := parseCluster(c.String("cluster"))
+	gpus, err := parseCluster(c.String("cluster"), thr.GPUTypes())
 	if err != nil {
 		return err
 	}
 	if f := c.String("forget"); f != "" {
 		thr = forgetTypes(thr, strings.Split(f, ","))
 	}
+	matrixName := c.String("throughputs")
 	var truth optimizer.Throughputs
 	var learn *sim.Learning
 	if c.IsSet("truth") {
 		if truth, err = loadThroughputs(c.String("truth")); err != nil {
 			return fmt.Errorf("--truth: %w", err)
-		}
-		if c.Float64("explore") < 0 {
-			return fmt.Errorf("--explore must be at least 0, got %g", c.Float64("explore"))
 		}
 		learn = &sim.Learning{Prior: fillPrior, Explore: c.Float64("explore"), Frozen: c.Bool("no-learning")}
 	} else if (c.IsSet("explore") || c.IsSet("no-learning")) && !c.IsSet("noise-rate") {
@@ -146,14 +151,20 @@ func runSimulate(c *cli.Context) error {
 			thr = profiles.WithPrior(thr, types)
 		}
 	}
+	// A cluster type the matrix has no rate for runs at the prior's rates,
+	// as hadar-slurmd plans it, rather than standing idle.
+	var priorFilled []string
+	if truth != nil {
+		priorFilled = unratedTypes(truth, gpus)
+		truth = fillUnratedTypes(truth, priorFilled)
+		matrixName = c.String("truth")
+	} else {
+		priorFilled = unratedTypes(thr, gpus)
+		thr = fillUnratedTypes(thr, priorFilled)
+	}
+	notePriorFilled(c, matrixName, priorFilled)
 	if thr, truth, learn, err = applyRateNoise(c, thr, truth, learn); err != nil {
 		return err
-	}
-	if c.Int("gpus-per-node") < 1 {
-		return fmt.Errorf("--gpus-per-node must be at least 1, got %d", c.Int("gpus-per-node"))
-	}
-	if c.Duration("round") <= 0 {
-		return fmt.Errorf("--round must be positive, got %s", c.Duration("round"))
 	}
 	traceThr := thr
 	if truth != nil {
@@ -161,6 +172,9 @@ func runSimulate(c *cli.Context) error {
 	}
 	traceName, trace, err := loadOrGenerateTrace(c.String("trace"), traceThr)
 	if err != nil {
+		return err
+	}
+	if err := checkClusterRuns(traceThr, matrixName, gpus, trace); err != nil {
 		return err
 	}
 	names, err := parsePolicies(c.String("policies"))
@@ -196,7 +210,7 @@ func runSimulate(c *cli.Context) error {
 	showProgress := c.Bool("progress") || (!c.IsSet("progress") && term.IsTerminal(int(os.Stderr.Fd())))
 
 	out := simulateOutput{Trace: traceName, Truth: c.String("truth"), Cluster: gpus, RoundS: c.Duration("round").Seconds(), Policies: map[string]sim.Metrics{}, Order: names,
-		NoiseSteps: c.Float64("noise-steps"), NoiseRate: c.Float64("noise-rate")}
+		NoiseSteps: c.Float64("noise-steps"), NoiseRate: c.Float64("noise-rate"), PriorFilled: priorFilled}
 	if out.Truth == "" && out.NoiseRate > 0 {
 		out.Truth = c.String("throughputs")
 	}
@@ -248,35 +262,114 @@ func runSimulate(c *cli.Context) error {
 			return err
 		}
 	}
-	warnIncomplete(c.App.ErrWriter, out)
-	if c.Bool("json") {
+	switch {
+	case c.Bool("json"):
 		enc := json.NewEncoder(c.App.Writer)
 		enc.SetIndent("", "  ")
-		return enc.Encode(out)
-	}
-	if c.Bool("markdown") {
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+	case c.Bool("markdown"):
 		printSimulateMarkdown(c.App.Writer, out)
+	default:
+		printSimulateTable(c.App.Writer, out)
+		printTypeUtilization(c.App.Writer, out)
+		printLearning(c.App.Writer, out)
+		if dir := c.String("plot"); dir != "" {
+			fmt.Fprintf(c.App.Writer, "\nplots written to %s\n", dir)
+		}
+	}
+	return checkComplete(c, out)
+}
+
+// checkComplete fails a run in which a policy left jobs unfinished: its
+// metrics are over the completed jobs only, so they read better than they
+// are. --allow-incomplete makes it a warning.
+func checkComplete(c *cli.Context, out simulateOutput) error {
+	return incomplete(c.App.ErrWriter, out, c.Bool("allow-incomplete"), daemonMode(c))
+}
+
+// incomplete is checkComplete's rule: an error naming the policies that left
+// jobs unfinished, or with allow a warning on w.
+func incomplete(w io.Writer, out simulateOutput, allow, daemon bool) error {
+	var short []string
+	for _, name := range out.Order {
+		if m := out.Policies[name]; m.Completed < m.Jobs {
+			short = append(short, fmt.Sprintf("%s completed %d of %d jobs", name, m.Completed, m.Jobs))
+		}
+	}
+	if len(short) == 0 {
 		return nil
 	}
-	printSimulateTable(c.App.Writer, out)
-	printTypeUtilization(c.App.Writer, out)
-	printLearning(c.App.Writer, out)
-	if dir := c.String("plot"); dir != "" {
-		fmt.Fprintf(c.App.Writer, "\nplots written to %s\n", dir)
+	msg := strings.Join(short, ", ") + "; the metrics of those rows are over the completed jobs only"
+	if allow {
+		fmt.Fprintf(w, "hadar simulate: warning: %s\n", msg)
+		return nil
+	}
+	hint := ""
+	if daemon {
+		hint = " (--log FILE shows the daemon's decisions on each job)"
+	}
+	return fmt.Errorf("incomplete run: %s%s; pass --allow-incomplete to accept such a run", msg, hint)
+}
+
+// notePriorFilled says on stderr which GPU types of the cluster the matrix
+// had no rates for, filled with the prior.
+func notePriorFilled(c *cli.Context, matrix string, types []string) {
+	if len(types) == 0 {
+		return
+	}
+	if matrix == "" {
+		matrix = profiles.DefaultMatrix
+	}
+	fmt.Fprintf(c.App.ErrWriter, "hadar simulate: note: the matrix %s has no rates for %s: jobs run there at the prior's rates (docs/prior.md), as hadar-slurmd plans such a type\n",
+		matrix, strings.Join(types, ", "))
+}
+
+// checkSimulateFlags refuses flag values out of the config file's ranges
+// (hadar.toml(5)) and flags that contradict each other, before any work.
+func checkSimulateFlags(c *cli.Context) error {
+	for _, f := range []string{"trace", "throughputs", "truth", "layout", "config"} {
+		if c.IsSet(f) && strings.TrimSpace(c.String(f)) == "" {
+			return usageErrorf(c, "--%s is empty", f)
+		}
+	}
+	if c.Bool("json") && c.Bool("markdown") {
+		return usageErrorf(c, "--json and --markdown exclude each other")
+	}
+	if c.IsSet("layout") {
+		for _, f := range []string{"cluster", "gpus-per-node"} {
+			if c.IsSet(f) {
+				return usageErrorf(c, "--%s and --layout exclude each other: the layout file gives the nodes and their GPUs", f)
+			}
+		}
+	}
+	if daemonMode(c) && c.Bool("progress") {
+		return usageErrorf(c, "--progress does not apply with --daemon or --layout")
+	}
+	if e := c.Float64("explore"); e < 0 || e > 4 || math.IsNaN(e) {
+		return usageErrorf(c, "--explore %v: want a bonus from 0 to 4 (as explore in hadar.toml)", e)
+	}
+	for _, f := range []string{"noise-steps", "noise-rate"} {
+		if v := c.Float64(f); v < 0 || v > maxNoiseSigma || math.IsNaN(v) {
+			return usageErrorf(c, "--%s %v: want a sigma from 0 to %g (0.3 is a spread of about 30%%)", f, v, maxNoiseSigma)
+		}
+	}
+	if r := c.Duration("round"); r < time.Second {
+		return usageErrorf(c, "--round %v is below the minimum 1s (as round in hadar.toml)", r)
+	}
+	if n := c.Int("gpus-per-node"); n < 1 {
+		return usageErrorf(c, "--gpus-per-node %d: want at least 1", n)
+	}
+	if n := c.Int("max-copies"); n < 0 {
+		return usageErrorf(c, "--max-copies %d: want 0 (no limit) or more", n)
 	}
 	return nil
 }
 
-// warnIncomplete says which policies left jobs unfinished: their metrics
-// are over the completed jobs only, so they read better than they are.
-func warnIncomplete(w io.Writer, out simulateOutput) {
-	for _, name := range out.Order {
-		if m := out.Policies[name]; m.Completed < m.Jobs {
-			fmt.Fprintf(w, "hadar simulate: warning: %s completed %d of %d jobs; its metrics are over those %d only\n",
-				name, m.Completed, m.Jobs, m.Completed)
-		}
-	}
-}
+// maxNoiseSigma bounds --noise-steps and --noise-rate: a lognormal sigma of
+// 3 already spreads a value over a factor of 20 either way at one sigma.
+const maxNoiseSigma = 3.0
 
 // jobsCell is the jobs column: the trace's jobs, or "done/all" when some
 // did not complete.
@@ -296,7 +389,11 @@ func printSimulateTable(w io.Writer, out simulateOutput) {
 	if out.Layout != "" {
 		layout = ", layout " + out.Layout + " (hadar-slurmd's round)"
 	}
-	fmt.Fprintf(w, "trace %s, cluster %s%s, round %.0fs\n\n", out.Trace, strings.Join(cl, ","), layout, out.RoundS)
+	fmt.Fprintf(w, "trace %s, cluster %s%s, round %.0fs\n", out.Trace, strings.Join(cl, ","), layout, out.RoundS)
+	if len(out.PriorFilled) > 0 {
+		fmt.Fprintf(w, "no rates in the matrix for %s: the prior's (docs/prior.md)\n", strings.Join(out.PriorFilled, ", "))
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "policy\tjobs\tmakespan h\tavg JCT h\tp50 JCT h\tp99 JCT h\tavg queue h\tFTF mean\tFTF max\tutil\ttype eff\tstops\tmoves\trounds\tsched mean ms\tsched max ms\twall s\t")
 	for _, name := range out.Order {
@@ -326,6 +423,9 @@ func loadThroughputs(name string) (optimizer.Throughputs, error) {
 func loadOrGenerateTrace(spec string, thr optimizer.Throughputs) (string, []sim.TraceJob, error) {
 	if spec != "" {
 		jobs, err := sim.LoadTrace(spec)
+		if err == nil && len(jobs) == 0 {
+			err = fmt.Errorf("trace %s has no jobs", spec)
+		}
 		return spec, jobs, err
 	}
 	opts := defaultTrace
@@ -335,30 +435,6 @@ func loadOrGenerateTrace(spec string, thr optimizer.Throughputs) (string, []sim.
 		return "", nil, fmt.Errorf("generate the default trace: %w", err)
 	}
 	return fmt.Sprintf("generated:static,jobs=%d,multi-gpu,seed=%d", opts.Jobs, opts.Seed), jobs, nil
-}
-
-// parseCluster reads "v100=36,p100=36,k80=36".
-func parseCluster(s string) (map[string]int, error) {
-	out := map[string]int{}
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		name, count, ok := strings.Cut(part, "=")
-		n, err := strconv.Atoi(strings.TrimSpace(count))
-		if !ok || strings.TrimSpace(name) == "" || err != nil || n < 0 {
-			return nil, fmt.Errorf("--cluster: %q is not TYPE=COUNT (e.g. v100=36,p100=36,k80=36)", part)
-		}
-		if _, dup := out[strings.TrimSpace(name)]; dup {
-			return nil, fmt.Errorf("--cluster: GPU type %q given twice", name)
-		}
-		out[strings.TrimSpace(name)] = n
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("--cluster: no GPU types given")
-	}
-	return out, nil
 }
 
 func parsePolicies(s string) ([]string, error) {

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,22 +68,12 @@ func runSimulateDaemon(c *cli.Context) error {
 	}
 	if c.IsSet("round") {
 		cfg.Round = config.Duration{Duration: c.Duration("round")}
-	}
-	var layout slurmsim.Layout
-	if p := c.String("layout"); p != "" {
-		var err error
-		if layout, err = slurmsim.ReadLayout(p); err != nil {
-			return err
+		if cfg.MinRoundGap.Duration > cfg.Round.Duration {
+			cfg.MinRoundGap = cfg.Round
 		}
-	} else {
-		gpus, err := parseCluster(c.String("cluster"))
-		if err != nil {
-			return err
+		if err := cfg.Validate(); err != nil {
+			return fmt.Errorf("--round: %w", err)
 		}
-		if c.Int("gpus-per-node") < 1 {
-			return fmt.Errorf("--gpus-per-node must be at least 1, got %d", c.Int("gpus-per-node"))
-		}
-		layout = slurmsim.GenerateLayout(gpus, c.Int("gpus-per-node"))
 	}
 	matrix := cfg.Throughputs
 	if c.IsSet("throughputs") {
@@ -91,24 +83,41 @@ func runSimulateDaemon(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	var layout slurmsim.Layout
+	if p := c.String("layout"); p != "" {
+		if layout, err = slurmsim.ReadLayout(p); err != nil {
+			return err
+		}
+	} else {
+		gpus, err := parseCluster(c.String("cluster"), planning.GPUTypes())
+		if err != nil {
+			return err
+		}
+		layout = slurmsim.GenerateLayout(gpus, c.Int("gpus-per-node"))
+	}
 	if f := c.String("forget"); f != "" {
 		planning = forgetTypes(planning, strings.Split(f, ","))
 	}
 	truth := planning
+	truthName := matrix
 	if c.IsSet("truth") {
 		if truth, err = loadThroughputs(c.String("truth")); err != nil {
 			return fmt.Errorf("--truth: %w", err)
 		}
+		truthName = c.String("truth")
+	}
+	layoutTypes, err := layoutGPUTypes(layout, cfg, truth, truthName)
+	if err != nil {
+		return err
 	}
 	if c.Bool("prior") {
-		var types []string
-		for t := range layout.GPUs() {
-			if gt, err := profiles.ResolveDefault(t, truth.GPUTypes()...); err == nil {
-				types = append(types, gt)
-			}
-		}
-		truth = profiles.WithPrior(truth, append(truth.GPUTypes(), types...))
+		truth = profiles.WithPrior(truth, append(truth.GPUTypes(), slices.Collect(maps.Keys(layoutTypes))...))
 	}
+	// Jobs the daemon places on a type the truth has no rate for would
+	// never progress: they run at the prior's rates, as the daemon plans.
+	priorFilled := unratedTypes(truth, layoutTypes)
+	truth = fillUnratedTypes(truth, priorFilled)
+	notePriorFilled(c, truthName, priorFilled)
 	if c.Duration("daemon-start") < 0 {
 		return fmt.Errorf("--daemon-start must not be negative, got %s", c.Duration("daemon-start"))
 	}
@@ -146,7 +155,10 @@ func runSimulateDaemon(c *cli.Context) error {
 	opts := daemonsim.Options{Layout: layout, Config: cfg, Planning: planning, Truth: truth,
 		Timing: timing, Startup: &startup, Untagged: untagged.jobs, UntaggedAt: untagged.at,
 		DaemonStart: c.Duration("daemon-start"), Logger: logger}
-	out := simulateOutput{Trace: traceName, Truth: c.String("truth"), Cluster: map[string]int{}, RoundS: cfg.Round.Duration.Seconds(),
+	if err := checkClusterRuns(truth, truthName, layoutTypes, trace); err != nil {
+		return err
+	}
+	out := simulateOutput{Trace: traceName, Truth: c.String("truth"), Cluster: map[string]int{}, RoundS: cfg.Round.Duration.Seconds(), PriorFilled: priorFilled,
 		Policies: map[string]sim.Metrics{}, Layout: c.String("layout"), GPUTypes: map[string][]string{}}
 	if out.Layout == "" {
 		out.Layout = "generated"
@@ -181,20 +193,48 @@ func runSimulateDaemon(c *cli.Context) error {
 			return err
 		}
 	}
-	warnIncomplete(c.App.ErrWriter, out)
 	switch {
 	case c.Bool("json"):
 		enc := json.NewEncoder(c.App.Writer)
 		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
 	case c.Bool("markdown"):
 		printSimulateMarkdown(c.App.Writer, out)
-		return nil
+	default:
+		printSimulateTable(c.App.Writer, out)
+		printTypeUtilization(c.App.Writer, out)
+		fmt.Fprintf(c.App.Writer, "\nmakespan s: %s\n", makespans(out))
 	}
-	printSimulateTable(c.App.Writer, out)
-	printTypeUtilization(c.App.Writer, out)
-	fmt.Fprintf(c.App.Writer, "\nmakespan s: %s\n", makespans(out))
-	return nil
+	return checkComplete(c, out)
+}
+
+// layoutGPUTypes is the layout's GPUs by canonical type, each site name
+// resolved as the simulated daemon resolves it (the config's [gres]
+// aliases, then profiles.ResolveDefault): a name that resolves to no type
+// of the matrix or the catalogue is an error, as is a layout with no GPUs.
+func layoutGPUTypes(layout slurmsim.Layout, cfg config.Config, truth optimizer.Throughputs, matrix string) (map[string]int, error) {
+	out := map[string]int{}
+	total := 0
+	for site, n := range layout.GPUs() {
+		if n == 0 {
+			continue
+		}
+		gt, ok := cfg.GRES.Aliases[site]
+		if !ok {
+			var err error
+			if gt, err = profiles.ResolveDefault(site, truth.GPUTypes()...); err != nil {
+				return nil, fmt.Errorf("layout: GPU type %q is neither in the matrix %s nor in the catalogue (hadar profiles gpus): %w", site, matrix, err)
+			}
+		}
+		out[gt] += n
+		total += n
+	}
+	if total == 0 {
+		return nil, fmt.Errorf("layout: no node has a GPU; hadar schedules GPU jobs only")
+	}
+	return out, nil
 }
 
 // makespans is "hadar=X slurm-only=Y".

@@ -110,16 +110,29 @@ func TestParseUntagged(t *testing.T) {
 	}
 }
 
-// A policy that left jobs unfinished says so: on stderr, in the jobs
-// column and in the Markdown row, since its metrics cover the completed
-// jobs only.
+// A policy that left jobs unfinished says so: the run fails (a warning
+// on stderr with --allow-incomplete), and the jobs column and the Markdown
+// row mark it, since its metrics cover the completed jobs only.
 func TestIncompleteRunsAreMarked(t *testing.T) {
 	out := simulateOutput{Order: []string{"hadar", "gavel"}, Policies: map[string]sim.Metrics{
 		"hadar": {Jobs: 111, Completed: 111}, "gavel": {Jobs: 111, Completed: 98}}}
 	var warn, table, md strings.Builder
-	warnIncomplete(&warn, out)
-	if want := "hadar simulate: warning: gavel completed 98 of 111 jobs; its metrics are over those 98 only\n"; warn.String() != want {
+	err := incomplete(&warn, out, false, true)
+	if err == nil || !strings.Contains(err.Error(), "gavel completed 98 of 111 jobs") || !strings.Contains(err.Error(), "--allow-incomplete") {
+		t.Errorf("incomplete run: error %v, want one naming gavel's 98 of 111 jobs and --allow-incomplete", err)
+	}
+	if warn.Len() != 0 {
+		t.Errorf("incomplete run that fails also warned: %q", warn.String())
+	}
+	if err := incomplete(&warn, out, true, false); err != nil {
+		t.Errorf("--allow-incomplete: %v", err)
+	}
+	if want := "hadar simulate: warning: gavel completed 98 of 111 jobs; the metrics of those rows are over the completed jobs only\n"; warn.String() != want {
 		t.Errorf("warning %q, want %q", warn.String(), want)
+	}
+	full := simulateOutput{Order: []string{"hadar"}, Policies: map[string]sim.Metrics{"hadar": {Jobs: 3, Completed: 3}}}
+	if err := incomplete(&warn, full, false, false); err != nil {
+		t.Errorf("complete run: %v", err)
 	}
 	printSimulateTable(&table, out)
 	if !strings.Contains(table.String(), " 98/111 ") || strings.Contains(table.String(), "111/111") {

@@ -38,8 +38,9 @@ func TestSimulateNoise(t *testing.T) {
 
 func TestSimulateNoiseErrors(t *testing.T) {
 	for args, want := range map[string]string{
-		"--noise-steps -1":  "--noise-steps must be at least 0",
-		"--noise-rate -0.5": "--noise-rate: rate noise: sigma must be a finite number >= 0",
+		"--noise-steps -1":  "--noise-steps -1: want a sigma from 0 to 3",
+		"--noise-rate -0.5": "--noise-rate -0.5: want a sigma from 0 to 3",
+		"--noise-rate 100":  "--noise-rate 100: want a sigma from 0 to 3",
 		"--no-learning":     "need --truth or --noise-rate",
 	} {
 		var out bytes.Buffer

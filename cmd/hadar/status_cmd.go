@@ -67,13 +67,35 @@ func newJobFilter(c *cli.Context) (jobFilter, error) {
 		}
 		f.users[u.Username] = true
 	}
-	short := map[string]string{"PD": "PENDING", "R": "RUNNING", "S": "SUSPENDED", "CG": "COMPLETING", "CF": "CONFIGURING"}
 	for s := range f.states {
-		if long, ok := short[s]; ok {
+		if long, ok := squeueStates[s]; ok {
 			f.states[long] = true
+			continue
+		}
+		if !isSqueueState(s) {
+			return f, usageErrorf(c, "--states: unknown job state %q (squeue's: PD, R, CG, ... or PENDING, RUNNING, COMPLETING, ...)", s)
 		}
 	}
 	return f, nil
+}
+
+// squeueStates are squeue's short job state names (squeue(1), JOB STATE
+// CODES), by their long names.
+var squeueStates = map[string]string{
+	"BF": "BOOT_FAIL", "CA": "CANCELLED", "CD": "COMPLETED", "CF": "CONFIGURING", "CG": "COMPLETING",
+	"DL": "DEADLINE", "F": "FAILED", "NF": "NODE_FAIL", "OOM": "OUT_OF_MEMORY", "PD": "PENDING",
+	"PR": "PREEMPTED", "R": "RUNNING", "RD": "RESV_DEL_HOLD", "RF": "REQUEUE_FED", "RH": "REQUEUE_HOLD",
+	"RQ": "REQUEUED", "RS": "RESIZING", "RV": "REVOKED", "SI": "SIGNALING", "SE": "SPECIAL_EXIT",
+	"SO": "STAGE_OUT", "ST": "STOPPED", "S": "SUSPENDED", "TO": "TIMEOUT",
+}
+
+func isSqueueState(long string) bool {
+	for _, l := range squeueStates {
+		if l == long {
+			return true
+		}
+	}
+	return false
 }
 
 func (f jobFilter) keep(j slurm.Job) bool {
@@ -144,16 +166,16 @@ func statusCommand() *cli.Command {
 			&cli.StringFlag{Name: "slurm-bin-dir", EnvVars: []string{"HADAR_SLURM_BIN_DIR"}, Usage: "directory of the Slurm client binaries (default: PATH)"},
 		},
 		Action: func(c *cli.Context) error {
+			filter, err := newJobFilter(c)
+			if err != nil {
+				return err
+			}
 			client := slurm.NewClient(slurmRunner(c.String("slurm-bin-dir")), slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn})))
 			nodes, err := client.Nodes(c.Context)
 			if err != nil {
 				return fmt.Errorf("status: %w", err)
 			}
 			jobs, err := client.Jobs(c.Context)
-			if err != nil {
-				return fmt.Errorf("status: %w", err)
-			}
-			filter, err := newJobFilter(c)
 			if err != nil {
 				return fmt.Errorf("status: %w", err)
 			}

@@ -94,9 +94,12 @@ func runTraceGenerate(c *cli.Context) error {
 
 func runTraceShow(c *cli.Context) error {
 	if c.NArg() != 1 {
-		return fmt.Errorf("trace show: want one trace (a file or gavel:NAME), got %d arguments", c.NArg())
+		return usageErrorf(c, "want one trace (a file or gavel:NAME), got %d arguments", c.NArg())
 	}
 	spec := c.Args().First()
+	if strings.TrimSpace(spec) == "" {
+		return usageErrorf(c, "empty trace name (a file or gavel:NAME)")
+	}
 	jobs, err := sim.LoadTrace(spec)
 	if err != nil {
 		return err

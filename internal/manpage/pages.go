@@ -82,7 +82,7 @@ func Hadar(app *cli.App) (string, error) {
 			if len(flags) > 0 {
 				head += ` [\fIoptions\fR]`
 			}
-			if len(c.Subcommands) > 0 && c.Action == nil {
+			if len(c.Subcommands) > 0 {
 				head += ` \fIcommand\fR`
 			}
 			if a := strings.TrimSpace(c.ArgsUsage); a != "" {
@@ -128,7 +128,14 @@ func Hadar(app *cli.App) (string, error) {
 	r.item(italic("/var/lib/hadar/state.db"), "hadar-slurmd's state database, read by `hadar history`.")
 	r.item(italic("/var/spool/hadar/progress/"), "Where `hadar report` leaves a job's progress for hadar-slurmd.")
 	r.sh("EXIT STATUS")
-	r.text("0 on success, 1 on any error (the message is on standard error).")
+	r.item(bold("0"), "Success.")
+	r.item(bold("1"), "A runtime error: a file or database that cannot be read, an invalid config or\n"+
+		"trace, a simulation in which a policy left jobs unfinished (without --allow-incomplete).\n"+
+		"The message is one line on standard error.")
+	r.item(bold("2"), "A usage error: an unknown command or flag, a missing required flag, a wrong number\n"+
+		"of arguments, a flag value out of range or flags that exclude each other. Two lines on\n"+
+		"standard error name the problem and the command's --help; nothing is printed on\n"+
+		"standard output. Flags may follow a command's arguments; `--` ends the flags.")
 	r.sh("SEE ALSO")
 	r.line(seeAlso)
 	return r.String(), nil
