@@ -22,6 +22,7 @@ import (
 	"github.com/hadar-sched/hadar/bridge"
 	"github.com/hadar-sched/hadar/config"
 	"github.com/hadar-sched/hadar/jobproto"
+	"github.com/hadar-sched/hadar/optimizer"
 	"github.com/hadar-sched/hadar/profiles"
 )
 
@@ -175,21 +176,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer lock.Release()
 	}
 
-	dbPath := os.Getenv("HADAR_DB")
-	if dbPath == "" {
-		dbPath = filepath.Join(cfg.DataDir, profiles.DBFile)
+	// Fail-open needs Slurm's clients and the state database alone: a
+	// corrupt or newer hadar.db, or a bad throughputs file, must not
+	// strand the held jobs.
+	var store bridge.Profiles = noThroughputs{}
+	if !o.releaseAll {
+		s, err := openStore(ctx, cfg)
+		if err != nil {
+			log.Error("cannot open the throughput database", "err", err)
+			return 1
+		}
+		defer s.Close()
+		store = s
 	}
-	seedMatrix, err := profiles.Matrix(cfg.Throughputs)
-	if err != nil {
-		log.Error("cannot load the throughputs matrix", "err", err)
-		return 1
-	}
-	store, err := profiles.Open(ctx, dbPath, profiles.WithSeedMatrix(seedMatrix))
-	if err != nil {
-		log.Error("cannot open the throughput database", "err", err)
-		return 1
-	}
-	defer store.Close()
 	var metrics *bridge.Metrics
 	if cfg.Metrics.Listen != "" && !o.once && !o.releaseAll {
 		metrics = bridge.NewMetrics()
@@ -201,7 +200,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer b.Close()
-	if !cfg.DryRun {
+	if !cfg.DryRun && !o.releaseAll {
 		if err := jobproto.EnsureProgressDir(cfg.SpoolDir); err != nil {
 			log.Warn("cannot create the progress directory; jobs cannot report progress", "dir", cfg.SpoolDir, "err", err)
 		}
@@ -270,6 +269,44 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return code
+}
+
+// openStore opens the throughput database (HADAR_DB, or data_dir/hadar.db),
+// seeding a new one with the configured matrix.
+func openStore(ctx context.Context, cfg config.Config) (*profiles.Store, error) {
+	dbPath := os.Getenv("HADAR_DB")
+	if dbPath == "" {
+		dbPath = filepath.Join(cfg.DataDir, profiles.DBFile)
+	}
+	seedMatrix, err := profiles.Matrix(cfg.Throughputs)
+	if err != nil {
+		return nil, fmt.Errorf("the throughputs matrix: %w", err)
+	}
+	return profiles.Open(ctx, dbPath, profiles.WithSeedMatrix(seedMatrix))
+}
+
+// errNoThroughputs is what noThroughputs answers.
+var errNoThroughputs = errors.New("the throughput database is not opened by --release-all")
+
+// noThroughputs is the throughput database of a fail-open: releasing the
+// held jobs reads no rate, so --release-all (and the guardian) never opens
+// hadar.db.
+type noThroughputs struct{}
+
+func (noThroughputs) Throughputs(context.Context) (optimizer.Throughputs, error) {
+	return nil, errNoThroughputs
+}
+
+func (noThroughputs) ResolveGPUType(context.Context, string) (string, error) {
+	return "", errNoThroughputs
+}
+
+func (noThroughputs) RecordObservations(_ context.Context, obs []profiles.Observation) []error {
+	errs := make([]error, len(obs))
+	for i := range errs {
+		errs[i] = errNoThroughputs
+	}
+	return errs
 }
 
 func reload(b *bridge.Bridge, o options, log *slog.Logger) {
