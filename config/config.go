@@ -251,7 +251,9 @@ func defaultPolicies() PoliciesConfig {
 // SlurmConfig is the [slurm] table.
 type SlurmConfig struct {
 	// BinDir is the directory of the Slurm client binaries (squeue,
-	// scontrol). Empty (the default): they are found through PATH.
+	// scontrol). Empty (the default): they are found through PATH. The
+	// daemon runs them as root: it refuses a bin_dir, or a program in it,
+	// that anyone but root (or its own user) can change.
 	BinDir string `toml:"bin_dir"`
 	// CommandTimeout bounds each Slurm command. Default 60s.
 	CommandTimeout Duration `toml:"command_timeout"`

@@ -71,7 +71,7 @@ func TestReleaseAllWithoutThroughputDatabase(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{name: "missing throughputs file", throughputs: "/nonexistent/hadar-matrix.json"},
+		{name: "missing throughputs file", throughputs: "missing-matrix.json"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -86,7 +86,7 @@ func TestReleaseAllWithoutThroughputDatabase(t *testing.T) {
 			conf := fmt.Sprintf("data_dir = %q\nspool_dir = %q\n[slurm]\nbin_dir = %q\n",
 				filepath.Join(dir, "data"), filepath.Join(dir, "spool"), binDir)
 			if tc.throughputs != "" {
-				conf = fmt.Sprintf("throughputs = %q\n", tc.throughputs) + conf
+				conf = fmt.Sprintf("throughputs = %q\n", filepath.Join(dir, tc.throughputs)) + conf
 			}
 			cfgPath := filepath.Join(dir, "hadar.toml")
 			if err := os.WriteFile(cfgPath, []byte(conf), 0o640); err != nil {

@@ -91,15 +91,22 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 }
 
 // loadConfig reads the config file (defaults if it is the default path and
-// missing) and applies the flags over it.
+// missing), checks that no one but root or the daemon's user can change
+// it or what it names (config.CheckTrusted), and applies the flags over
+// it.
 func loadConfig(o options) (config.Config, string, error) {
 	cfg, found, err := config.LoadOrDefault(o.config, !o.configSet)
 	if err != nil {
 		return cfg, "", err
 	}
-	src := o.config
+	src, trusted := o.config, o.config
 	if !found {
-		src = "defaults (no " + o.config + ")"
+		src, trusted = "defaults (no "+o.config+")", ""
+	}
+	// Root acts on what the config names: only root (or the daemon's own
+	// user) may be able to change it.
+	if err := config.CheckTrusted(trusted, cfg, os.Geteuid()); err != nil {
+		return cfg, "", err
 	}
 	if o.dryRun {
 		cfg.DryRun = true

@@ -72,3 +72,34 @@ func TestHelpWritesDoubleDash(t *testing.T) {
 		t.Errorf("--help:\n%s", help)
 	}
 }
+
+// The daemon refuses a config file others could change (it runs as root
+// and runs what the config names), with the file and the fix; its
+// guardian and a SIGHUP read the config through the same check.
+func TestUntrustedConfigRefused(t *testing.T) {
+	t.Setenv("HADAR_CONFIG", "")
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "hadar.toml")
+	if err := os.WriteFile(path, []byte("policy = \"gavel\"\n"), 0o664); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o664); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	code := run([]string{"--config", path, "--dry-run", "--once"}, &bytes.Buffer{}, &stderr)
+	want := path + " is writable by its group (mode 0664); fix with: chmod go-w " + path
+	if code != 2 || !strings.Contains(stderr.String(), want) {
+		t.Errorf("group-writable config: exit %d, stderr %q; want exit 2 and %q", code, stderr.String(), want)
+	}
+	o, err := parseFlags([]string{"--config", path}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := loadConfig(o); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("loadConfig (guardian, SIGHUP): %v", err)
+	}
+}

@@ -285,7 +285,11 @@ defaults. A commented example with every key is installed as
 The file is read strictly: an unknown key, a value of the wrong type, a duration without a
 unit, or an unknown policy is an error that names the key and its line, and the daemon does
 not start (on SIGHUP, the configuration in force is kept). The file must not be writable by
-every user. ` + "`hadar config check [FILE]`" + ` validates a file and prints the configuration in
+every user. hadar-slurmd acts as root on what it names, so it also refuses the file unless
+the file, every directory above it, slurm.bin_dir with the Slurm programs in it, and a
+throughputs file are owned by root (or the daemon's own user) and not writable by group or
+others; the error names the file and the chown or chmod that fixes it.
+` + "`hadar config check [FILE]`" + ` validates a file and prints the configuration in
 effect.
 
 Durations are strings with a unit, as Go writes them: "90s", "6m", "1h30m". Most keys
@@ -347,7 +351,10 @@ func ConfigMarkdown(configSource []byte) (string, error) {
 		"optional; the defaults are below and in the commented example\n" +
 		"[`contrib/hadar.toml`](../contrib/hadar.toml) (installed as `/etc/hadar/hadar.toml.example`).\n" +
 		"The file is read strictly: an unknown key, a wrong type, a duration without a unit or an\n" +
-		"unknown policy is an error naming the key and the line. Check a file with\n" +
+		"unknown policy is an error naming the key and the line. hadar-slurmd also refuses the file\n" +
+		"unless it, every directory above it, `slurm.bin_dir` with the Slurm programs in it, and a\n" +
+		"`throughputs` file are owned by root (or the daemon's own user) and not writable by group\n" +
+		"or others ([security](security.md)). Check a file with\n" +
 		"`hadar config check FILE`; apply changes with `systemctl reload hadar-slurmd` (SIGHUP;\n" +
 		"`[log]`, `[metrics]` and `[slurm]` need a restart, `data_dir` cannot change while running).\n" +
 		"Durations are strings with a unit: `\"90s\"`, `\"6m\"`, `\"1h30m\"`. The same reference is\n" +
