@@ -21,6 +21,7 @@ import (
 
 	"github.com/hadar-sched/hadar/bridge"
 	"github.com/hadar-sched/hadar/config"
+	"github.com/hadar-sched/hadar/internal/pathtrust"
 	"github.com/hadar-sched/hadar/jobproto"
 	"github.com/hadar-sched/hadar/optimizer"
 	"github.com/hadar-sched/hadar/profiles"
@@ -163,6 +164,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	log := newLogger(cfg, stderr)
 	log.Info("hadar-slurmd starting", "version", version, "config", src, "policy", cfg.Policy, "round", cfg.Round.Duration,
 		"dry_run", cfg.DryRun, "data_dir", cfg.DataDir, "spool_dir", cfg.SpoolDir)
+
+	// Root writes in data_dir (the lock, the databases) and opens parts of
+	// spool_dir to every job: no one else may be able to change either, or
+	// put a symlink on the way.
+	if err := pathtrust.MkdirAll(cfg.DataDir, 0o750, os.Geteuid()); err != nil {
+		fmt.Fprintln(stderr, "hadar-slurmd: data_dir:", err)
+		return 2
+	}
+	if !cfg.DryRun && !o.releaseAll {
+		if err := pathtrust.MkdirAll(cfg.SpoolDir, 0o755, os.Geteuid()); err != nil {
+			fmt.Fprintln(stderr, "hadar-slurmd: spool_dir:", err)
+			return 2
+		}
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

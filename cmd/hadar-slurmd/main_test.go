@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,5 +102,43 @@ func TestUntrustedConfigRefused(t *testing.T) {
 	}
 	if _, _, err := loadConfig(o); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("loadConfig (guardian, SIGHUP): %v", err)
+	}
+}
+
+// A data_dir or spool_dir others could change (here: under a directory
+// everyone can write, not sticky) is refused before the daemon takes its
+// lock or touches Slurm.
+func TestUntrustedDirsRefused(t *testing.T) {
+	t.Setenv("HADAR_CONFIG", "")
+	for _, key := range []string{"data_dir", "spool_dir"} {
+		t.Run(key, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.Chmod(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			open := filepath.Join(dir, "open")
+			if err := os.Mkdir(open, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(open, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			dirs := map[string]string{"data_dir": filepath.Join(dir, "data"), "spool_dir": filepath.Join(dir, "spool")}
+			dirs[key] = filepath.Join(open, "hadar")
+			path := filepath.Join(dir, "hadar.toml")
+			conf := fmt.Sprintf("data_dir = %q\nspool_dir = %q\n", dirs["data_dir"], dirs["spool_dir"])
+			if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var stderr bytes.Buffer
+			code := run([]string{"--config", path, "--once"}, &bytes.Buffer{}, &stderr)
+			want := key + ": untrusted path: " + open + " is writable by its group and every user (mode 0777); fix with: chmod go-w " + open
+			if code != 2 || !strings.Contains(stderr.String(), want) {
+				t.Errorf("exit %d, stderr %q; want exit 2 and %q", code, stderr.String(), want)
+			}
+			if _, err := os.Lstat(dirs[key]); err == nil {
+				t.Errorf("%s was created under the untrusted directory", dirs[key])
+			}
+		})
 	}
 }

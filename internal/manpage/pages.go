@@ -231,14 +231,16 @@ which improves the learned throughputs.`)
 	r.sh("FILES")
 	r.item(italic("/etc/hadar/hadar.toml"), "The configuration, hadar.toml(5). A commented example is installed as\n/etc/hadar/hadar.toml.example.")
 	r.item(italic("/var/lib/hadar/state.db"), "The state database (data_dir/state.db, mode 0600). A corrupt file is moved aside\n(state.db.corrupt-TIME) and replaced: history is lost, jobs are not.")
-	r.item(italic("/var/lib/hadar/hadar.db"), "The throughput database (data_dir/hadar.db), shared with `hadar profiles`.")
+	r.item(italic("/var/lib/hadar/hadar.db"), "The throughput database (data_dir/hadar.db), shared with `hadar profiles`.\n"+
+		"--release-all (and the fail-open on stop) never opens it.")
 	r.item(italic("/var/spool/hadar/progress/"), "Progress reports of the jobs (spool_dir, on a filesystem the compute nodes share).")
 	r.item(italic("hadar-slurmd.service"), "The systemd unit, in /usr/local/lib/systemd/system (make install).")
 	r.sh("EXIT STATUS")
 	r.item(bold("0"), "Stopped, and every held hadar job released (or --once, --release-all succeeded).")
 	r.item(bold("1"), "A runtime failure: a database cannot be opened, the round of --once failed, or the\n"+
 		"held jobs could not be released on exit (release them with `hadar-slurmd --release-all`).")
-	r.item(bold("2"), "Bad options or configuration; nothing was started.")
+	r.item(bold("2"), "Bad options or configuration, or a config file, slurm.bin_dir, data_dir or spool_dir\n"+
+		"that anyone but root (or the daemon's own user) could change; nothing was started.")
 	r.sh("LOGGING")
 	r.text("Logs go to standard error (the journal under systemd) as key=value text or, with\n" +
 		"--log-format json, one JSON object a line. Each decision is one line with msg=decision\n" +
