@@ -266,7 +266,7 @@ var capabilityUses = []struct {
 }{
 	{"Lchown(", "CAP_CHOWN", "a copies job's directory is given to the job's user (jobproto.WriteCopyPlan)"},
 	{"Chown(", "CAP_CHOWN", "a file is given to another user"},
-	{"ReadProgress(", "CAP_DAC_READ_SEARCH", "the jobs' progress files belong to their users"},
+	{"ReadProgress(", "CAP_DAC_READ_SEARCH", "the jobs' progress files are their users', whatever their modes"},
 	{"RemoveStaleProgress(", "CAP_FOWNER", "stale progress files are other users' files in a sticky directory"},
 }
 
