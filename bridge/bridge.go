@@ -413,6 +413,7 @@ func (b *Bridge) cycle(ctx context.Context, midRound bool) (RoundReport, error) 
 		Throughput: tp, Placed: placed, RanOn: b.ranOn,
 		Notes:  func(id, msg string) { log.Debug("job note", "job", id, "note", msg) },
 		Retype: b.retype(ctx, log), Requested: requested, Lease: cfg.Lease.Duration,
+		NewTypes: NewTypeLimits{PerRound: cfg.Models.NewPerRound, PerUser: cfg.Models.NewPerUser},
 	})
 	b.noteRanOn(view)
 	b.warnStaleGres(log, view)

@@ -56,12 +56,23 @@ func AcquireLock(dataDir, role string) (*InstanceLock, error) {
 		return nil, fmt.Errorf("lock: %w", err)
 	}
 	path := filepath.Join(dataDir, LockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	// O_NOFOLLOW: the lock is truncated and written, so a symlink planted
+	// in its place must not send that to another file.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("lock: %s is a symlink; refusing to follow it (remove it)", path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("lock: %w", err)
 	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("lock: %s is not a regular file; refusing to use it (remove it)", path)
+	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		holder, _ := os.ReadFile(path)
+		holder := make([]byte, 64)
+		n, _ := f.ReadAt(holder, 0)
+		holder = holder[:n]
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			who := strings.Fields(string(holder))

@@ -3,6 +3,9 @@ package bridge
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -57,5 +60,28 @@ func TestPollSeesNodeChanges(t *testing.T) {
 			t.Fatalf("poll after node1 became %s = %v, %v", state, changed, err)
 		}
 		h.cycle(b)
+	}
+}
+
+// A symlink planted in place of the lock file is refused, not followed:
+// the file it points to is neither truncated nor written.
+func TestAcquireLockRefusesSymlink(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(victim, []byte("keep me\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(dir, LockFile)); err != nil {
+		t.Fatal(err)
+	}
+	l, err := AcquireLock(dir, LockDaemon)
+	if err == nil {
+		l.Release()
+	}
+	if err == nil || !strings.Contains(err.Error(), "is a symlink; refusing to follow it") {
+		t.Errorf("AcquireLock through a symlink: %v, want a refusal", err)
+	}
+	if got, _ := os.ReadFile(victim); string(got) != "keep me\n" {
+		t.Errorf("the link's target now holds %q", got)
 	}
 }

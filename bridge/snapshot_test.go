@@ -273,8 +273,8 @@ func TestPriorOnlyModelPlannedByTime(t *testing.T) {
 	known := sJob("3", "hadar model=m steps=700", "PD", 1, 1)
 	v := view(withLimit, noLimit, known)
 	for _, id := range []string{"1", "2"} {
-		if jv := v.Job(id); jv == nil || !jv.PriorOnly || jv.Model != "new-llm" {
-			t.Fatalf("job %s: %+v, want planned with the prior as new-llm", id, jv)
+		if jv := v.Job(id); jv == nil || !jv.PriorOnly || jv.Model != jobproto.UnknownModelType("new-llm") {
+			t.Fatalf("job %s: %+v, want planned with the prior as a job type of new-llm's own", id, jv)
 		}
 	}
 	if v.Job("3").PriorOnly {

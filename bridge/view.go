@@ -321,6 +321,10 @@ type View struct {
 
 	// Groups are the copies jobs (HadarE on Slurm, copies.go).
 	Groups []*CopyGroup
+
+	// newTypes are the job types of unknown models this round may create
+	// (ViewInput.NewTypes); nil: no bound.
+	newTypes map[string]bool
 }
 
 // Job returns the job with scontrol id id, or nil.
@@ -380,6 +384,9 @@ type ViewInput struct {
 	// old one): nodes with several GPU types are then used per type
 	// (NodeView.Pools), and hadar sets the type of a job it places there.
 	Retype bool
+	// NewTypes bounds the job types of unknown models (planned with
+	// PriorFor's rates) the round may create; zero: no bound.
+	NewTypes NewTypeLimits
 	// Requested are the GPU requests (squeue %b, e.g. "gpu:2") of the jobs
 	// whose Gres hadar rewrote, as their users submitted them (the state
 	// database's record): the job's request is read from these, not from
@@ -391,9 +398,85 @@ type ViewInput struct {
 	Lease time.Duration
 }
 
+// NewTypeLimits bound the job types a round creates for models no matrix
+// knows ([models] new_per_round, new_per_user): each stays in the
+// throughput database once learned, so users' names must not grow it
+// without bound. Zero: no bound.
+type NewTypeLimits struct {
+	PerRound, PerUser int
+}
+
+// unknownModel is the job type a tagged job's model gets when no matrix
+// knows it and the round plans it with the prior (classifyTagged), or "".
+func unknownModel(j *slurm.Job, in ViewInput) string {
+	if in.DefaultModel != "" || in.PriorFor == nil {
+		return ""
+	}
+	tag, err := jobproto.ParseTag(j.Comment)
+	if err != nil {
+		return ""
+	}
+	model := tag.Model
+	if model == "" {
+		model = strings.TrimSpace(j.Name)
+	}
+	if model == "" {
+		return ""
+	}
+	if in.Models != nil {
+		if _, err := in.Models.Resolve(model); err == nil || errors.Is(err, jobproto.ErrAmbiguousModel) {
+			return ""
+		}
+	}
+	return jobproto.UnknownModelType(model)
+}
+
+// grantNewTypes picks the new job types of unknown models the round may
+// create within in.NewTypes, oldest job first: a type already in the
+// matrix is not new, and one granted for a job serves every job of that
+// model. nil when there is no bound.
+func grantNewTypes(in ViewInput) map[string]bool {
+	lim := in.NewTypes
+	if lim.PerRound <= 0 && lim.PerUser <= 0 {
+		return nil
+	}
+	type want struct {
+		jobType, user, id string
+		submit            time.Time
+	}
+	var wants []want
+	for i := range in.Jobs {
+		j := &in.Jobs[i]
+		if !jobproto.IsTagged(j.Comment) {
+			continue
+		}
+		jt := unknownModel(j, in)
+		if _, known := in.Throughput[jt]; jt == "" || known {
+			continue
+		}
+		wants = append(wants, want{jt, j.User, j.ID(), j.SubmitTime})
+	}
+	sort.SliceStable(wants, func(a, b int) bool {
+		if !wants[a].submit.Equal(wants[b].submit) {
+			return wants[a].submit.Before(wants[b].submit)
+		}
+		return wants[a].id < wants[b].id
+	})
+	granted, perUser := map[string]bool{}, map[string]int{}
+	for _, w := range wants {
+		if granted[w.jobType] ||
+			(lim.PerRound > 0 && len(granted) >= lim.PerRound) || (lim.PerUser > 0 && perUser[w.user] >= lim.PerUser) {
+			continue
+		}
+		granted[w.jobType] = true
+		perUser[w.user]++
+	}
+	return granted
+}
+
 // BuildView classifies an observation. It is pure.
 func BuildView(in ViewInput) *View {
-	v := &View{Now: in.Now, byID: map[string]*JobView{}, node: map[string]*NodeView{}}
+	v := &View{Now: in.Now, byID: map[string]*JobView{}, node: map[string]*NodeView{}, newTypes: grantNewTypes(in)}
 	if in.Lease <= 0 {
 		in.Lease = jobproto.DefaultLease
 	}
@@ -716,8 +799,16 @@ func (v *View) classifyTagged(j *slurm.Job, d *slurm.JobDetail, jv *JobView, in 
 			// A model no matrix knows: a job type of its own, on the
 			// prior's rates, learned from its progress.
 			jt = jobproto.UnknownModelType(model)
+			if jt == "" {
+				return err.Error()
+			}
+			_, known := in.Throughput[jt]
+			if !known && v.newTypes != nil && !v.newTypes[jt] {
+				return fmt.Sprintf("%v, and no new job type may be made for it this round (at most %d a round, %d per user)",
+					err, in.NewTypes.PerRound, in.NewTypes.PerUser)
+			}
 			jv.PriorOnly = true
-			if _, known := in.Throughput[jt]; !known {
+			if !known {
 				for gt, byW := range in.PriorFor(jt) {
 					for w, r := range byW {
 						in.Throughput.Set(jt, gt, w, r)

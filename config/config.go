@@ -121,7 +121,8 @@ type Config struct {
 	Slurm SlurmConfig `toml:"slurm"`
 	// GRES maps site GPU type names to canonical ones.
 	GRES GRESConfig `toml:"gres"`
-	// Models maps names users write in model= to job types of the matrix.
+	// Models maps names users write in model= to job types of the matrix,
+	// and bounds the job types made for models no matrix knows.
 	Models ModelsConfig `toml:"models"`
 	// Log configures logging.
 	Log LogConfig `toml:"log"`
@@ -259,7 +260,9 @@ func defaultPolicies() PoliciesConfig {
 // SlurmConfig is the [slurm] table.
 type SlurmConfig struct {
 	// BinDir is the directory of the Slurm client binaries (squeue,
-	// scontrol). Empty (the default): they are found through PATH.
+	// scontrol). Empty (the default): they are found through PATH. The
+	// daemon runs them as root: it refuses a bin_dir, or a program in it,
+	// that anyone but root (or its own user) can change.
 	BinDir string `toml:"bin_dir"`
 	// CommandTimeout bounds each Slurm command. Default 60s.
 	CommandTimeout Duration `toml:"command_timeout"`
@@ -275,6 +278,16 @@ type GRESConfig struct {
 
 // ModelsConfig is the [models] table.
 type ModelsConfig struct {
+	// NewPerRound bounds the job types one round may create for models no
+	// matrix knows (each is planned with the cross-model prior, learned from
+	// its progress, and stays in the throughput database): the oldest jobs'
+	// models first. A job whose model finds no room is handed to Slurm's own
+	// scheduler, the reason in its AdminComment. At least 1. Default 16.
+	NewPerRound int `toml:"new_per_round"`
+	// NewPerUser bounds the job types one user's jobs may create in one
+	// round, so that no user takes every new_per_round. At least 1.
+	// Default 4.
+	NewPerUser int `toml:"new_per_user"`
 	// Aliases maps a name users may write in model= to a job type of the
 	// matrix, e.g. { "resnet50" = "ResNet-50 (batch size 64)" }.
 	Aliases map[string]string `toml:"aliases"`
@@ -317,6 +330,7 @@ func Default() Config {
 		Throughputs:      profiles.DefaultMatrix,
 		Slurm:            SlurmConfig{CommandTimeout: Duration{60 * time.Second}},
 		Log:              LogConfig{Format: "text", Level: "info"},
+		Models:           ModelsConfig{NewPerRound: 16, NewPerUser: 4},
 		Metrics:          MetricsConfig{Listen: "127.0.0.1:9788"},
 		Policies:         defaultPolicies(),
 	}
@@ -499,6 +513,12 @@ func (c Config) Validate() error {
 		if strings.TrimSpace(site) == "" || strings.TrimSpace(canon) == "" {
 			return bad("gres.aliases", "empty name in %q = %q", site, canon)
 		}
+	}
+	if c.Models.NewPerRound < 1 {
+		return bad("models.new_per_round", "%d: want at least 1", c.Models.NewPerRound)
+	}
+	if c.Models.NewPerUser < 1 {
+		return bad("models.new_per_user", "%d: want at least 1", c.Models.NewPerUser)
 	}
 	for from, to := range c.Models.Aliases {
 		if jobproto.NormalizeModel(from) == "" || strings.TrimSpace(to) == "" {

@@ -98,6 +98,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"unknown policy", "\npolicy = \"fifo\"\n", []string{`key "policy"`, "unknown policy", "hadar.toml:2"}},
 		{"wrong type", "dry_run = \"yes\"\n", []string{"dry_run", "line 1"}},
 		{"bad log format", "[log]\nformat = \"xml\"\n", []string{"log.format", "hadar.toml:2"}},
+		{"no new job types", "[models]\nnew_per_round = 0\n", []string{"models.new_per_round", "want at least 1", "hadar.toml:2"}},
+		{"no new job types per user", "[models]\nnew_per_user = -1\n", []string{"models.new_per_user", "want at least 1"}},
 		{"unknown matrix", "throughputs = \"lamda\"\n", []string{"throughputs", "hadar.toml:1", "gavel, lambda, lambda-fp16"}},
 		{"relative matrix file", "throughputs = \"m.json\"\n", []string{"throughputs", "absolute path"}},
 		{"relative data dir", "data_dir = \"var/lib\"\n", []string{"data_dir"}},

@@ -72,7 +72,7 @@ func TestKeys(t *testing.T) {
 	want := []string{"policy:string", "round:duration", "poll_interval:duration", "min_round_gap:duration",
 		"dry_run:bool", "migration_penalty:duration", "preemption:bool", "launch_timeout:duration", "lease:duration",
 		"default_duration:duration", "explore:float64", "data_dir:string", "spool_dir:string", "default_model:string",
-		"throughputs:string", "slurm.bin_dir:string", "slurm.command_timeout:duration", "gres.aliases:map", "models.aliases:map",
+		"throughputs:string", "slurm.bin_dir:string", "slurm.command_timeout:duration", "gres.aliases:map", "models.new_per_round:int", "models.new_per_user:int", "models.aliases:map",
 		"log.format:string", "log.level:string", "metrics.listen:string",
 		"policies.hadar.critical:float64", "policies.hadar.price_rounds:int", "policies.hadar.fluid_every:int",
 		"policies.hadar.lead_share:float64", "policies.hadar.min_share:float64", "policies.hadar.share_tie:float64",

@@ -78,22 +78,12 @@ type CopyMember struct {
 
 // EnsureCopiesDir creates spoolDir/copies with mode 1777 (sticky, like
 // /tmp: every job can make its directory there, none can touch another's).
+// It never follows a symlink there (see openSharedDir).
 func EnsureCopiesDir(spoolDir string) error {
-	dir := filepath.Join(spoolDir, CopiesSubdir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(spoolDir, 0o755); err != nil {
 		return err
 	}
-	st, err := os.Lstat(dir)
-	if err != nil {
-		return err
-	}
-	if !st.IsDir() {
-		return fmt.Errorf("%s is not a directory", dir)
-	}
-	if st.Mode()&os.ModeSticky == 0 || st.Mode().Perm() != 0o777 {
-		return os.Chmod(dir, 0o777|os.ModeSticky)
-	}
-	return nil
+	return openSharedDir(filepath.Join(spoolDir, CopiesSubdir))
 }
 
 // WriteCopyPlan writes cp as spoolDir/copies/<job>/plan.json, atomically

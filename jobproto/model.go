@@ -1,8 +1,11 @@
 package jobproto
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -45,12 +48,15 @@ type ModelResolver struct {
 }
 
 // NewModelResolver builds a resolver over the matrix's job types and the
-// configured aliases (user name -> job type).
+// configured aliases (user name -> job type). Job types users named (models
+// no matrix knew, see UnknownModelType) are left out: a name resolves to
+// one of them only through UnknownModelType, so none can make another name
+// ambiguous or be suggested to another user.
 func NewModelResolver(jobTypes []string, aliases map[string]string) *ModelResolver {
 	r := &ModelResolver{byNorm: map[string][]string{}, aliases: map[string]string{}}
 	for _, jt := range jobTypes {
 		n := NormalizeModel(jt)
-		if n == "" {
+		if n == "" || userNamed(jt) {
 			continue
 		}
 		if _, ok := r.byNorm[n]; !ok {
@@ -112,9 +118,40 @@ func (r *ModelResolver) Resolve(model string) (string, error) {
 	return "", fmt.Errorf("unknown model %q (did you mean %s%s?)", Clip(model), strings.Join(near, "; "), more)
 }
 
+// unknownPrefix bounds the readable part of an UnknownModelType.
+const unknownPrefix = 24
+
+// reUnknownType is the form of UnknownModelType's names.
+var reUnknownType = regexp.MustCompile(`^[a-z0-9]{1,24}~[0-9a-f]{16}$`)
+
 // UnknownModelType is the job type hadar-slurmd gives a model no matrix
 // knows (planned with the cross-model prior, then learned under that
-// name): the model as written, trimmed and clipped; "" if nothing is left.
+// name): the start of the normalised name, "~", and 16 hex digits of the
+// SHA-256 of the whole normalised name ("mynetv2~1f0e..."). Two models
+// share a job type only if their names normalise alike, however long; and
+// since a resolver never matches these names (IsUnknownModelType), a
+// user's model cannot make a job type of the matrix unknown or ambiguous
+// for anyone. "" if the name has no letters or digits.
 func UnknownModelType(model string) string {
-	return Clip(strings.TrimSpace(model))
+	n := NormalizeModel(model)
+	if n == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(n))
+	prefix := n
+	if len(prefix) > unknownPrefix {
+		prefix = prefix[:unknownPrefix]
+	}
+	return prefix + "~" + hex.EncodeToString(sum[:8])
+}
+
+// IsUnknownModelType reports whether jobType is a name UnknownModelType
+// makes.
+func IsUnknownModelType(jobType string) bool { return reUnknownType.MatchString(jobType) }
+
+// userNamed reports whether jobType was named by a user rather than by a
+// matrix: UnknownModelType's names, and the clipped names ("...") older
+// hadar-slurmd versions gave unknown models.
+func userNamed(jobType string) bool {
+	return IsUnknownModelType(jobType) || strings.HasSuffix(jobType, "...")
 }

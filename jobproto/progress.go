@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -73,9 +74,9 @@ func WriteReport(spoolDir string, p Progress) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("write progress of job %s: %w", jobID, err)
 	}
-	if st, err := os.Stat(dir); err == nil && st.Mode()&os.ModeSticky == 0 && os.Geteuid() == 0 {
+	if os.Geteuid() == 0 {
 		// Created by root (the daemon or an admin): open it to every job.
-		_ = os.Chmod(dir, 0o777|os.ModeSticky)
+		_ = openSharedDir(dir)
 	}
 	b, err := json.Marshal(Progress{JobID: jobID, Steps: steps, Total: p.Total, At: at.UTC()})
 	if err != nil {
@@ -107,12 +108,42 @@ func WriteReport(spoolDir string, p Progress) error {
 }
 
 // EnsureProgressDir creates spoolDir/progress with mode 1777 if missing.
+// It never follows a symlink there (see openSharedDir).
 func EnsureProgressDir(spoolDir string) error {
-	dir := filepath.Join(spoolDir, ProgressSubdir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(spoolDir, 0o755); err != nil {
 		return err
 	}
-	return os.Chmod(dir, 0o777|os.ModeSticky)
+	return openSharedDir(filepath.Join(spoolDir, ProgressSubdir))
+}
+
+// openSharedDir creates dir (a directory of the spool every job writes
+// in) if it is missing and gives it mode 1777, like /tmp. It opens dir
+// with O_NOFOLLOW and changes the mode through that descriptor, so a
+// symlink or a file planted in its place is refused, never followed, and
+// it refuses a directory neither root nor this process owns.
+func openSharedDir(dir string) error {
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	f, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENOTDIR) {
+		return fmt.Errorf("%s is a symlink or not a directory; refusing to follow or change it (remove it)", dir)
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); !ok || (sys.Uid != 0 && int(sys.Uid) != os.Geteuid()) {
+		return fmt.Errorf("%s is not owned by root; refusing to open it to every user (remove it)", dir)
+	}
+	if st.Mode()&os.ModeSticky == 0 || st.Mode().Perm() != 0o777 {
+		return f.Chmod(0o777 | os.ModeSticky)
+	}
+	return nil
 }
 
 // ReadProgress reads every report in spoolDir/progress. Files that are not

@@ -21,7 +21,9 @@ import (
 
 	"github.com/hadar-sched/hadar/bridge"
 	"github.com/hadar-sched/hadar/config"
+	"github.com/hadar-sched/hadar/internal/pathtrust"
 	"github.com/hadar-sched/hadar/jobproto"
+	"github.com/hadar-sched/hadar/optimizer"
 	"github.com/hadar-sched/hadar/profiles"
 )
 
@@ -94,15 +96,22 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 }
 
 // loadConfig reads the config file (defaults if it is the default path and
-// missing) and applies the flags over it.
+// missing), checks that no one but root or the daemon's user can change
+// it or what it names (config.CheckTrusted), and applies the flags over
+// it.
 func loadConfig(o options) (config.Config, string, error) {
 	cfg, found, err := config.LoadOrDefault(o.config, !o.configSet)
 	if err != nil {
 		return cfg, "", err
 	}
-	src := o.config
+	src, trusted := o.config, o.config
 	if !found {
-		src = "defaults (no " + o.config + ")"
+		src, trusted = "defaults (no "+o.config+")", ""
+	}
+	// Root acts on what the config names: only root (or the daemon's own
+	// user) may be able to change it.
+	if err := config.CheckTrusted(trusted, cfg, os.Geteuid()); err != nil {
+		return cfg, "", err
 	}
 	if o.dryRun {
 		cfg.DryRun = true
@@ -161,6 +170,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	log.Info("hadar-slurmd starting", "version", version, "config", src, "policy", cfg.Policy, "round", cfg.Round.Duration,
 		"dry_run", cfg.DryRun, "data_dir", cfg.DataDir, "spool_dir", cfg.SpoolDir)
 
+	// Root writes in data_dir (the lock, the databases) and opens parts of
+	// spool_dir to every job: no one else may be able to change either, or
+	// put a symlink on the way.
+	if err := pathtrust.MkdirAll(cfg.DataDir, 0o750, os.Geteuid()); err != nil {
+		fmt.Fprintln(stderr, "hadar-slurmd: data_dir:", err)
+		return 2
+	}
+	if !cfg.DryRun && !o.releaseAll {
+		if err := pathtrust.MkdirAll(cfg.SpoolDir, 0o755, os.Geteuid()); err != nil {
+			fmt.Fprintln(stderr, "hadar-slurmd: spool_dir:", err)
+			return 2
+		}
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
@@ -180,21 +203,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer lock.Release()
 	}
 
-	dbPath := os.Getenv("HADAR_DB")
-	if dbPath == "" {
-		dbPath = filepath.Join(cfg.DataDir, profiles.DBFile)
+	// Fail-open needs Slurm's clients and the state database alone: a
+	// corrupt or newer hadar.db, or a bad throughputs file, must not
+	// strand the held jobs.
+	var store bridge.Profiles = noThroughputs{}
+	if !o.releaseAll {
+		s, err := openStore(ctx, cfg)
+		if err != nil {
+			log.Error("cannot open the throughput database", "err", err)
+			return 1
+		}
+		defer s.Close()
+		store = s
 	}
-	seedMatrix, err := profiles.Matrix(cfg.Throughputs)
-	if err != nil {
-		log.Error("cannot load the throughputs matrix", "err", err)
-		return 1
-	}
-	store, err := profiles.Open(ctx, dbPath, profiles.WithSeedMatrix(seedMatrix))
-	if err != nil {
-		log.Error("cannot open the throughput database", "err", err)
-		return 1
-	}
-	defer store.Close()
 	var metrics *bridge.Metrics
 	if cfg.Metrics.Listen != "" && !o.once && !o.releaseAll {
 		metrics = bridge.NewMetrics()
@@ -206,7 +227,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer b.Close()
-	if !cfg.DryRun {
+	if !cfg.DryRun && !o.releaseAll {
 		if err := jobproto.EnsureProgressDir(cfg.SpoolDir); err != nil {
 			log.Warn("cannot create the progress directory; jobs cannot report progress", "dir", cfg.SpoolDir, "err", err)
 		}
@@ -275,6 +296,44 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return code
+}
+
+// openStore opens the throughput database (HADAR_DB, or data_dir/hadar.db),
+// seeding a new one with the configured matrix.
+func openStore(ctx context.Context, cfg config.Config) (*profiles.Store, error) {
+	dbPath := os.Getenv("HADAR_DB")
+	if dbPath == "" {
+		dbPath = filepath.Join(cfg.DataDir, profiles.DBFile)
+	}
+	seedMatrix, err := profiles.Matrix(cfg.Throughputs)
+	if err != nil {
+		return nil, fmt.Errorf("the throughputs matrix: %w", err)
+	}
+	return profiles.Open(ctx, dbPath, profiles.WithSeedMatrix(seedMatrix))
+}
+
+// errNoThroughputs is what noThroughputs answers.
+var errNoThroughputs = errors.New("the throughput database is not opened by --release-all")
+
+// noThroughputs is the throughput database of a fail-open: releasing the
+// held jobs reads no rate, so --release-all (and the guardian) never opens
+// hadar.db.
+type noThroughputs struct{}
+
+func (noThroughputs) Throughputs(context.Context) (optimizer.Throughputs, error) {
+	return nil, errNoThroughputs
+}
+
+func (noThroughputs) ResolveGPUType(context.Context, string) (string, error) {
+	return "", errNoThroughputs
+}
+
+func (noThroughputs) RecordObservations(_ context.Context, obs []profiles.Observation) []error {
+	errs := make([]error, len(obs))
+	for i := range errs {
+		errs[i] = errNoThroughputs
+	}
+	return errs
 }
 
 func reload(b *bridge.Bridge, o options, log *slog.Logger) {

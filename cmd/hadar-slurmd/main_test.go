@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,5 +97,74 @@ func TestRoundFlagValidated(t *testing.T) {
 	var stderr bytes.Buffer
 	if status := run([]string{"--config", cfg, "--round", "-5s", "--once", "--dry-run"}, &bytes.Buffer{}, &stderr); status != 2 || !strings.Contains(stderr.String(), "below the minimum 1s") {
 		t.Errorf("hadar-slurmd --round -5s: status %d, stderr %q; want 2 and the minimum", status, stderr.String())
+	}
+}
+
+// The daemon refuses a config file others could change (it runs as root
+// and runs what the config names), with the file and the fix; its
+// guardian and a SIGHUP read the config through the same check.
+func TestUntrustedConfigRefused(t *testing.T) {
+	t.Setenv("HADAR_CONFIG", "")
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "hadar.toml")
+	if err := os.WriteFile(path, []byte("policy = \"gavel\"\n"), 0o664); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o664); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	code := run([]string{"--config", path, "--dry-run", "--once"}, &bytes.Buffer{}, &stderr)
+	want := path + " is writable by its group (mode 0664); fix with: chmod go-w " + path
+	if code != 2 || !strings.Contains(stderr.String(), want) {
+		t.Errorf("group-writable config: exit %d, stderr %q; want exit 2 and %q", code, stderr.String(), want)
+	}
+	o, err := parseFlags([]string{"--config", path}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := loadConfig(o); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("loadConfig (guardian, SIGHUP): %v", err)
+	}
+}
+
+// A data_dir or spool_dir others could change (here: under a directory
+// everyone can write, not sticky) is refused before the daemon takes its
+// lock or touches Slurm.
+func TestUntrustedDirsRefused(t *testing.T) {
+	t.Setenv("HADAR_CONFIG", "")
+	for _, key := range []string{"data_dir", "spool_dir"} {
+		t.Run(key, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.Chmod(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			open := filepath.Join(dir, "open")
+			if err := os.Mkdir(open, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(open, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			dirs := map[string]string{"data_dir": filepath.Join(dir, "data"), "spool_dir": filepath.Join(dir, "spool")}
+			dirs[key] = filepath.Join(open, "hadar")
+			path := filepath.Join(dir, "hadar.toml")
+			conf := fmt.Sprintf("data_dir = %q\nspool_dir = %q\n", dirs["data_dir"], dirs["spool_dir"])
+			if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var stderr bytes.Buffer
+			code := run([]string{"--config", path, "--once"}, &bytes.Buffer{}, &stderr)
+			want := key + ": untrusted path: " + open + " is writable by its group and every user (mode 0777); fix with: chmod go-w " + open
+			if code != 2 || !strings.Contains(stderr.String(), want) {
+				t.Errorf("exit %d, stderr %q; want exit 2 and %q", code, stderr.String(), want)
+			}
+			if _, err := os.Lstat(dirs[key]); err == nil {
+				t.Errorf("%s was created under the untrusted directory", dirs[key])
+			}
+		})
 	}
 }

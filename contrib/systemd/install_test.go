@@ -256,3 +256,49 @@ func TestTmpfiles(t *testing.T) {
 		t.Errorf("hadar.tmpfiles lacks %v", want)
 	}
 }
+
+// capabilityUses are the privileged operations of the daemon's code (a
+// call, matched in its non-test Go source) and the capability each needs
+// of the unit's CapabilityBoundingSet when the file or directory is not
+// root's own.
+var capabilityUses = []struct {
+	call, capability, why string
+}{
+	{"Lchown(", "CAP_CHOWN", "a copies job's directory is given to the job's user (jobproto.WriteCopyPlan)"},
+	{"Chown(", "CAP_CHOWN", "a file is given to another user"},
+	{"ReadProgress(", "CAP_DAC_READ_SEARCH", "the jobs' progress files are their users', whatever their modes"},
+	{"RemoveStaleProgress(", "CAP_FOWNER", "stale progress files are other users' files in a sticky directory"},
+}
+
+// daemonPackages are the packages hadar-slurmd links that touch files.
+var daemonPackages = []string{"cmd/hadar-slurmd", "bridge", "jobproto", "config", "profiles", "internal/statedb"}
+
+// The unit's capability bounding set covers every privileged operation
+// the daemon's code performs: a call added without its capability would
+// fail only under systemd, with EPERM.
+func TestUnitCapabilitiesCoverTheCode(t *testing.T) {
+	u := readUnit(t, unitFile)
+	bounding := strings.Fields(strings.Join(u["Service.CapabilityBoundingSet"], " "))
+	root := filepath.Join("..", "..")
+	for _, pkg := range daemonPackages {
+		files, err := filepath.Glob(filepath.Join(root, pkg, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, use := range capabilityUses {
+				if strings.Contains(string(src), "."+use.call) && !contains(bounding, use.capability) {
+					t.Errorf("%s calls %s but CapabilityBoundingSet=%v lacks %s: %s",
+						filepath.ToSlash(f), strings.TrimSuffix(use.call, "("), bounding, use.capability, use.why)
+				}
+			}
+		}
+	}
+}

@@ -238,14 +238,16 @@ which improves the learned throughputs.`)
 	r.sh("FILES")
 	r.item(italic("/etc/hadar/hadar.toml"), "The configuration, hadar.toml(5). A commented example is installed as\n/etc/hadar/hadar.toml.example.")
 	r.item(italic("/var/lib/hadar/state.db"), "The state database (data_dir/state.db, mode 0600). A corrupt file is moved aside\n(state.db.corrupt-TIME) and replaced: history is lost, jobs are not.")
-	r.item(italic("/var/lib/hadar/hadar.db"), "The throughput database (data_dir/hadar.db), shared with `hadar profiles`.")
+	r.item(italic("/var/lib/hadar/hadar.db"), "The throughput database (data_dir/hadar.db), shared with `hadar profiles`.\n"+
+		"--release-all (and the fail-open on stop) never opens it.")
 	r.item(italic("/var/spool/hadar/progress/"), "Progress reports of the jobs (spool_dir, on a filesystem the compute nodes share).")
 	r.item(italic("hadar-slurmd.service"), "The systemd unit, in /usr/local/lib/systemd/system (make install).")
 	r.sh("EXIT STATUS")
 	r.item(bold("0"), "Stopped, and every held hadar job released (or --once, --release-all succeeded).")
 	r.item(bold("1"), "A runtime failure: a database cannot be opened, the round of --once failed, or the\n"+
 		"held jobs could not be released on exit (release them with `hadar-slurmd --release-all`).")
-	r.item(bold("2"), "Bad options or configuration; nothing was started.")
+	r.item(bold("2"), "Bad options or configuration, or a config file, slurm.bin_dir, data_dir or spool_dir\n"+
+		"that anyone but root (or the daemon's own user) could change; nothing was started.")
 	r.sh("LOGGING")
 	r.text("Logs go to standard error (the journal under systemd) as key=value text or, with\n" +
 		"--log-format json, one JSON object a line. Each decision is one line with msg=decision\n" +
@@ -292,7 +294,11 @@ defaults. A commented example with every key is installed as
 The file is read strictly: an unknown key, a value of the wrong type, a duration without a
 unit, or an unknown policy is an error that names the key and its line, and the daemon does
 not start (on SIGHUP, the configuration in force is kept). The file must not be writable by
-every user. ` + "`hadar config check [FILE]`" + ` validates a file and prints the configuration in
+every user. hadar-slurmd acts as root on what it names, so it also refuses the file unless
+the file, every directory above it, slurm.bin_dir with the Slurm programs in it, and a
+throughputs file are owned by root (or the daemon's own user) and not writable by group or
+others; the error names the file and the chown or chmod that fixes it.
+` + "`hadar config check [FILE]`" + ` validates a file and prints the configuration in
 effect.
 
 Durations are strings with a unit, as Go writes them: "90s", "6m", "1h30m". Most keys
@@ -354,7 +360,10 @@ func ConfigMarkdown(configSource []byte) (string, error) {
 		"optional; the defaults are below and in the commented example\n" +
 		"[`contrib/hadar.toml`](../contrib/hadar.toml) (installed as `/etc/hadar/hadar.toml.example`).\n" +
 		"The file is read strictly: an unknown key, a wrong type, a duration without a unit or an\n" +
-		"unknown policy is an error naming the key and the line. Check a file with\n" +
+		"unknown policy is an error naming the key and the line. hadar-slurmd also refuses the file\n" +
+		"unless it, every directory above it, `slurm.bin_dir` with the Slurm programs in it, and a\n" +
+		"`throughputs` file are owned by root (or the daemon's own user) and not writable by group\n" +
+		"or others ([security](security.md)). Check a file with\n" +
 		"`hadar config check FILE`; apply changes with `systemctl reload hadar-slurmd` (SIGHUP;\n" +
 		"`[log]`, `[metrics]` and `[slurm]` need a restart, `data_dir` cannot change while running).\n" +
 		"Durations are strings with a unit: `\"90s\"`, `\"6m\"`, `\"1h30m\"`. The same reference is\n" +
