@@ -503,7 +503,8 @@ func (b *Bridge) solve(ctx context.Context, log *slog.Logger, cfg config.Config,
 		planned = tp.Optimistic(confirmed, cfg.Explore)
 	}
 	snap := BuildSnapshot(view, planned, progress, SnapshotParams{Round: cfg.Round.Duration,
-		DefaultDuration: cfg.DefaultDuration.Duration, Preemption: cfg.Preemption, MidRound: rep.MidRound})
+		DefaultDuration: cfg.DefaultDuration.Duration, Preemption: cfg.Preemption, MidRound: rep.MidRound,
+		MoveWithoutProgress: cfg.MoveWithoutProgress})
 	snap.Confirmed = confirmed
 	rep.Snapshot = snap
 	plan, perr := policy.Plan(snap)

@@ -322,7 +322,7 @@ func TestDerive(t *testing.T) {
 			for id, n := range tt.ranOn {
 				v.Job(id).RanOn = n
 			}
-			snap := BuildSnapshot(v, testMatrix(), nil, SnapshotParams{Round: time.Minute, DefaultDuration: time.Hour, Preemption: tt.params.Preemption})
+			snap := BuildSnapshot(v, testMatrix(), nil, SnapshotParams{Round: time.Minute, DefaultDuration: time.Hour, Preemption: tt.params.Preemption, MoveWithoutProgress: true})
 			var p *optimizer.Plan
 			if tt.plan != nil {
 				p = &optimizer.Plan{Assignments: tt.plan}

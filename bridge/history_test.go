@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hadar-sched/hadar/config"
 	"github.com/hadar-sched/hadar/internal/statedb"
 	"github.com/hadar-sched/hadar/slurm"
 )
@@ -49,7 +50,7 @@ func (c *timedCluster) restart(id string) {
 }
 
 func TestRecordHistory(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newHarness(t, func(c *config.Config) { c.MoveWithoutProgress = true }) // its jobs report no progress
 	tc := &timedCluster{fakeCluster: h.fc, clock: h.clock, started: map[string]time.Time{}}
 	b, err := New(h.cfg, Deps{Cluster: tc, Store: h.store, Clock: h.clock,
 		LookupUID: func(string) (int, error) { return os.Getuid(), nil }})

@@ -18,7 +18,10 @@ import (
 // (fake2411) when slurm2411, else the 22.05 one.
 func mixedHarness(t *testing.T, slurm2411 bool, nodes ...string) *harness {
 	t.Helper()
-	h := newHarness(t, func(c *config.Config) { c.MigrationPenalty = config.Duration{Duration: time.Second} })
+	h := newHarness(t, func(c *config.Config) {
+		c.MigrationPenalty = config.Duration{Duration: time.Second}
+		c.MoveWithoutProgress = true // these jobs report no progress
+	})
 	h.fc = newFakeCluster(nodes...)
 	h.fc.retypeReplaces = slurm2411
 	return h

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hadar-sched/hadar/config"
 	"github.com/hadar-sched/hadar/internal/statedb"
+	"github.com/hadar-sched/hadar/jobproto"
 	"github.com/hadar-sched/hadar/slurm"
 )
 
@@ -242,7 +243,10 @@ func isValidUTF8(s string) bool { return strings.ToValidUTF8(s, "") == s }
 // next round places and releases it, and fail-open releases it. Before the
 // fix it was taken for a job released to Slurm and stayed held forever.
 func TestMigrationCutShortIsResumed(t *testing.T) {
-	h := newHarness(t, func(c *config.Config) { c.MigrationPenalty = config.Duration{Duration: time.Second} })
+	h := newHarness(t, func(c *config.Config) {
+		c.MigrationPenalty = config.Duration{Duration: time.Second}
+		c.MoveWithoutProgress = true // the job reports no progress
+	})
 	id := h.fc.submit("hadar model=resnet50-bs64 steps=5000000", 1, 1, t0)
 	h.fc.mu.Lock()
 	j := h.fc.jobs[id]
@@ -421,5 +425,30 @@ func TestRequeuedBeforeSeenRunningIsNotKicked(t *testing.T) {
 	rep = h.cycle(b)
 	if rep.Count(DecidePlace) != 1 || h.fc.job(id).state != "RUNNING" {
 		t.Fatalf("not placed again: %+v", rep.Decisions)
+	}
+}
+
+// A running job that never reported progress may keep no checkpoint: hadar
+// does not move it, whatever the move would save; once it reports, it may
+// be moved (move_without_progress = false, the default).
+func TestJobWithoutProgressIsNotMoved(t *testing.T) {
+	h := newHarness(t, func(c *config.Config) { c.MigrationPenalty = config.Duration{Duration: time.Second} })
+	id := h.fc.submit("hadar model=resnet50-bs64 steps=5000000", 1, 1, t0)
+	h.fc.mu.Lock()
+	j := h.fc.jobs[id]
+	j.begin, j.state, j.reason, j.nodes, j.started = time.Time{}, "RUNNING", "None", []string{"node4"}, t0
+	h.fc.mu.Unlock()
+	b := h.bridge()
+	rep := h.cycle(b)
+	if rep.Count(DecideMigrate) != 0 || rep.Count(DecideKeep) != 1 || h.fc.job(id).restarts != 0 {
+		t.Fatalf("a job that never reported progress was moved: %+v", rep.Decisions)
+	}
+	h.clock.advance(time.Minute)
+	if err := jobproto.WriteProgress(h.cfg.SpoolDir, id, 1000, h.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	rep = h.cycle(b)
+	if rep.Count(DecideMigrate) != 1 {
+		t.Fatalf("a job that reports progress was not moved to the faster type: %+v", rep.Decisions)
 	}
 }

@@ -25,6 +25,11 @@ type SnapshotParams struct {
 	// MidRound marks a round the daemon runs early, within the last full
 	// round (optimizer.Snapshot.MidRound).
 	MidRound bool
+	// MoveWithoutProgress lets the policy move (and, with Preemption, stop)
+	// running jobs that never reported progress; otherwise such a job
+	// keeps its GPUs until it ends (optimizer.Job.NoMove): it may not
+	// checkpoint, and a move would throw its run away.
+	MoveWithoutProgress bool
 }
 
 // BuildSnapshot turns a view into the optimizer's input: one Node per
@@ -66,7 +71,8 @@ func BuildSnapshot(v *View, tp optimizer.Throughputs, progress map[string]JobPro
 		}
 		if jv.Class == ClassRunning {
 			j.Current = currentTasks(v, jv)
-			j.NoStop = !p.Preemption
+			j.NoMove = !p.MoveWithoutProgress && !pr.Reported
+			j.NoStop = !p.Preemption || j.NoMove
 		}
 		s.Jobs = append(s.Jobs, j)
 	}

@@ -74,6 +74,14 @@ type Config struct {
 	// plans. When false, a running job keeps its GPUs until it ends or is
 	// migrated. Default false.
 	Preemption bool `toml:"preemption"`
+	// MoveWithoutProgress lets hadar move (and, with preemption, stop)
+	// running jobs that never reported progress (`hadar report`, the
+	// progress helpers). A move is a requeue: the job restarts from its
+	// last checkpoint, or from the start if it keeps none, and the run it
+	// throws away is billed to its user like any run (sacct shows it as a
+	// REQUEUED record). Default false: only jobs that report progress,
+	// and so can say where they resume, are moved.
+	MoveWithoutProgress bool `toml:"move_without_progress"`
 	// LaunchTimeout is how long a job hadar started may stay pending (its
 	// GPUs taken by someone else meanwhile, a limit of the site) before
 	// hadar gives it a lease again and re-plans it. Default 5m.

@@ -41,7 +41,7 @@ func (g guarded) Plan(s *Snapshot) (*Plan, error) {
 
 // KeepNoStop returns plan with every running NoStop job still running where
 // it runs, unless the plan moves it and the move saves more than
-// migrationPenalty of its remaining time: a job the plan dropped, or moved
+// migrationPenalty of its remaining time (never for a NoMove job): a job the plan dropped, or moved
 // for less, gets its current tasks back, and the jobs the plan had put on
 // those GPUs (never NoStop ones) wait this round instead. It is the one
 // place the site's "no preemption" and the worth of a move of a job that
@@ -55,7 +55,7 @@ func KeepNoStop(s *Snapshot, plan *Plan, migrationPenalty time.Duration) *Plan {
 	var restore []*Job
 	for i := range s.Jobs {
 		j := &s.Jobs[i]
-		if !j.NoStop || !keepable(j, capacity) {
+		if !(j.NoStop || j.NoMove) || !keepable(j, capacity) {
 			continue
 		}
 		planned := plan.Assignments[j.ID]
@@ -63,7 +63,7 @@ func KeepNoStop(s *Snapshot, plan *Plan, migrationPenalty time.Duration) *Plan {
 			restore = append(restore, j)
 			continue
 		}
-		if !sameTaskSet(planned, j.Current) && moveGain(s, j, planned) <= migrationPenalty.Seconds() {
+		if !sameTaskSet(planned, j.Current) && (j.NoMove || moveGain(s, j, planned) <= migrationPenalty.Seconds()) {
 			delete(plan.Assignments, j.ID)
 			restore = append(restore, j)
 		}

@@ -228,6 +228,7 @@ func TestKeepNoStopMoves(t *testing.T) {
 	tests := []struct {
 		name    string
 		noStop  bool
+		noMove  bool
 		penalty time.Duration
 		planned map[string][]Task
 		want    map[string]string
@@ -244,6 +245,9 @@ func TestKeepNoStopMoves(t *testing.T) {
 		{name: "a job that may be stopped moves as planned", penalty: time.Hour,
 			planned: map[string][]Task{"a": {{Node: "s2", Type: "slow", GPUs: 1}}, "b": {{Node: "s1", Type: "slow", GPUs: 1}}},
 			want:    map[string]string{"a": "[s2:1]", "b": "[s1:1]"}},
+		{name: "a job that cannot resume stays, whatever the move saves", noStop: true, noMove: true, penalty: time.Minute,
+			planned: map[string][]Task{"a": {{Node: "f1", Type: "fast", GPUs: 1}}},
+			want:    map[string]string{"a": "[s1:1]"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -251,7 +255,7 @@ func TestKeepNoStopMoves(t *testing.T) {
 				job("a", 1, 3600, map[string]float64{"slow": 1, "fast": 2}).
 				job("b", 1, 3600, map[string]float64{"slow": 1, "fast": 2}).s
 			s.Jobs[0].Current = []Task{{Node: "s1", Type: "slow", GPUs: 1}}
-			s.Jobs[0].NoStop = tc.noStop
+			s.Jobs[0].NoStop, s.Jobs[0].NoMove = tc.noStop, tc.noMove
 			plan := NewPlan()
 			for id, tasks := range tc.planned {
 				plan.Assign(id, tasks...)

@@ -154,6 +154,11 @@ type Job struct {
 	// NoStop: a running job may be moved but not stopped (the site's
 	// preemption is off): every plan keeps it running (see Guard).
 	NoStop bool `json:",omitempty"`
+	// NoMove: a running job that cannot resume where it is moved (it
+	// reports no progress, so it may not checkpoint): every plan keeps it
+	// where it runs, whatever a move would save (KeepNoStop). It implies
+	// NoStop.
+	NoMove bool `json:",omitempty"`
 }
 
 // Snapshot is everything a policy may look at.
