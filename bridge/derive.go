@@ -505,8 +505,11 @@ func (r *deriver) waiting() {
 		tasks := r.assigned(jv.ID)
 		if len(tasks) == 0 {
 			reason := "the policy did not schedule it this round"
-			if r.plan == nil {
+			switch {
+			case r.plan == nil:
 				reason = r.noPlan
+			case r.plan.Waits[jv.ID] != "":
+				reason = r.plan.Waits[jv.ID]
 			}
 			r.d.Decisions = append(r.d.Decisions, Decision{JobID: jv.ID, Kind: DecideWait, From: "-", To: "-", Reason: reason})
 			continue

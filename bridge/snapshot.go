@@ -67,7 +67,7 @@ func BuildSnapshot(v *View, tp optimizer.Throughputs, progress map[string]JobPro
 			ID: jv.ID, Type: jv.Model, Workers: jv.Workers, Arrival: arrival,
 			TotalSteps: total, RemainingSteps: remaining, Weight: weight,
 			Attained: pr.Attained, Executed: pr.Executed, MaxCopies: jv.Tag.Copies,
-			Shape: jv.Request.Shape(),
+			Shape: jv.Request.Shape(), Priority: jv.Priority,
 		}
 		if jv.Class == ClassRunning {
 			j.Current = currentTasks(v, jv)

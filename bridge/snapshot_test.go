@@ -147,7 +147,7 @@ func TestSnapshotFromFixtures(t *testing.T) {
 			// CPUs and memory are what Slurm's CPUAlloc and AllocMem leave.
 			Nodes: []optimizer.Node{{Name: "node2", Type: "v100", GPUs: 1, CPUs: 5, MemMB: 4000}, {Name: "node5", Type: "k80", GPUs: 4, CPUs: 8, MemMB: 4000}},
 			Jobs: []optimizer.Job{{ID: "8", Type: "ResNet-50 (batch size 64)", Workers: 2, Arrival: submit,
-				TotalSteps: 1000, RemainingSteps: 1000, Weight: 1, Shape: optimizer.Shape{Nodes: 1, GPUsPerNode: 2}}},
+				TotalSteps: 1000, RemainingSteps: 1000, Weight: 1, Shape: optimizer.Shape{Nodes: 1, GPUsPerNode: 2}, Priority: 1000}},
 		}
 		if diff := cmp.Diff(want, snap, cmpopts.IgnoreFields(optimizer.Snapshot{}, "Throughput")); diff != "" {
 			t.Errorf("snapshot (-want +got):\n%s", diff)

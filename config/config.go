@@ -74,6 +74,16 @@ type Config struct {
 	// plans. When false, a running job keeps its GPUs until it ends or is
 	// migrated. Default false.
 	Preemption bool `toml:"preemption"`
+	// Order says who goes first among the waiting tagged jobs when GPUs
+	// are short. "site" (the default): the site's priority, as Slurm
+	// computes it (multifactor: fairshare, age, QOS, partition, nice;
+	// submission order under priority/basic): the policy plans only the
+	// jobs Slurm alone would start first, tier by tier of equal priority,
+	// and chooses their GPU types (and among jobs of equal priority).
+	// "policy": the policy's own order decides both (Hadar's shortest and
+	// most-sped-up first, Gavel's fairness, ...), which may start a job
+	// before others of higher priority.
+	Order string `toml:"order"`
 	// MoveWithoutProgress lets hadar move (and, with preemption, stop)
 	// running jobs that never reported progress (`hadar report`, the
 	// progress helpers). A move is a requeue: the job restarts from its
@@ -247,7 +257,7 @@ func (c Config) PolicyOptions() optimizer.Options {
 	h, ti := c.Policies.Hadar, c.Policies.Tiresias
 	// Validate has parsed it; a bad value plans with 1.
 	copyEff, _ := optimizer.ParseCopyEfficiency(c.Policies.HadarE.CopyEfficiency)
-	return optimizer.Options{MigrationPenalty: c.MigrationPenalty.Duration, CopyEfficiency: copyEff,
+	return optimizer.Options{MigrationPenalty: c.MigrationPenalty.Duration, CopyEfficiency: copyEff, SiteOrder: c.Order == OrderSite,
 		Hadar: optimizer.HadarOptions{Critical: h.Critical, PriceRounds: h.PriceRounds, FluidEvery: h.FluidEvery,
 			LeadShare: h.LeadShare, MinShare: h.MinShare, ShareTie: h.ShareTie, Uncontended: h.UncontendedShare,
 			LeadRemaining: h.LeadRemaining, QuickShare: h.QuickShare, Starvation: h.Starvation, FairDeadline: h.FairDeadline, Incumbency: h.Incumbency, Probe: h.Probe},
@@ -332,6 +342,7 @@ func Default() Config {
 		MigrationPenalty: Duration{10 * time.Minute},
 		LaunchTimeout:    Duration{5 * time.Minute},
 		Lease:            Duration{jobproto.DefaultLease},
+		Order:            OrderSite,
 		DefaultDuration:  Duration{time.Hour},
 		DataDir:          dataDir,
 		SpoolDir:         jobproto.DefaultSpoolDir,
@@ -343,6 +354,12 @@ func Default() Config {
 		Policies:         defaultPolicies(),
 	}
 }
+
+// The values of Config.Order.
+const (
+	OrderSite   = "site"
+	OrderPolicy = "policy"
+)
 
 // ErrInvalid marks a configuration that cannot be used.
 var ErrInvalid = errors.New("bad config")
@@ -484,6 +501,9 @@ func (c Config) Validate() error {
 		if d.v < d.min {
 			return bad(d.key, "%v is below the minimum %v", d.v, d.min)
 		}
+	}
+	if c.Order != OrderSite && c.Order != OrderPolicy {
+		return bad("order", "%q: want %q or %q", c.Order, OrderSite, OrderPolicy)
 	}
 	if c.Explore < 0 || c.Explore > 4 || math.IsNaN(c.Explore) {
 		return bad("explore", "%v: want a bonus from 0 to 4", c.Explore)

@@ -70,7 +70,7 @@ func TestKeys(t *testing.T) {
 		keys = append(keys, k.Key+":"+k.Kind)
 	}
 	want := []string{"policy:string", "round:duration", "poll_interval:duration", "min_round_gap:duration",
-		"dry_run:bool", "migration_penalty:duration", "preemption:bool", "move_without_progress:bool", "launch_timeout:duration", "lease:duration",
+		"dry_run:bool", "migration_penalty:duration", "preemption:bool", "order:string", "move_without_progress:bool", "launch_timeout:duration", "lease:duration",
 		"default_duration:duration", "explore:float64", "data_dir:string", "spool_dir:string", "default_model:string",
 		"throughputs:string", "slurm.bin_dir:string", "slurm.command_timeout:duration", "gres.aliases:map", "models.new_per_round:int", "models.new_per_user:int", "models.aliases:map",
 		"log.format:string", "log.level:string", "metrics.listen:string",

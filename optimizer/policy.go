@@ -28,6 +28,9 @@ type Options struct {
 	// MigrationPenalty is the work a running job loses when it moves (its
 	// restart cost); Hadar moves a job only when that saves more.
 	MigrationPenalty time.Duration
+	// SiteOrder: the site's priority (Job.Priority) decides which waiting
+	// jobs start when GPUs are short, the policy where (SiteOrder).
+	SiteOrder bool
 	// Hadar tunes hadar and hadare; Tiresias tunes tiresias. Zero fields
 	// take the defaults (DefaultHadarOptions, DefaultTiresiasOptions).
 	Hadar    HadarOptions
@@ -240,7 +243,11 @@ func New(name string, opts Options) (Policy, error) {
 	if !ok {
 		return nil, fmt.Errorf("unknown policy %q (known: %s)", name, strings.Join(Names(), ", "))
 	}
-	return guard(r.factory(opts), opts.MigrationPenalty), nil
+	p := r.factory(opts)
+	if opts.SiteOrder {
+		p = inSiteOrder(p)
+	}
+	return guard(p, opts.MigrationPenalty), nil
 }
 
 // Names lists the registered policies, sorted.

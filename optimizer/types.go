@@ -154,6 +154,11 @@ type Job struct {
 	// NoStop: a running job may be moved but not stopped (the site's
 	// preemption is off): every plan keeps it running (see Guard).
 	NoStop bool `json:",omitempty"`
+	// Priority is the site's priority of the job (Slurm's, higher first):
+	// with Options.SiteOrder it decides which waiting jobs start when GPUs
+	// are short (SiteOrder). Jobs of equal priority form a tier among
+	// which the policy chooses.
+	Priority int64 `json:",omitempty"`
 	// NoMove: a running job that cannot resume where it is moved (it
 	// reports no progress, so it may not checkpoint): every plan keeps it
 	// where it runs, whatever a move would save (KeepNoStop). It implies
@@ -206,6 +211,9 @@ func (s *Snapshot) JobRate(j *Job, h string, workers int) float64 {
 // Assignments does not run in that round.
 type Plan struct {
 	Assignments map[string][]Task
+	// Waits says why a waiting job the plan does not start waits, where a
+	// rule outside the policy decided it (SiteOrder); nil otherwise.
+	Waits map[string]string `json:",omitempty"`
 }
 
 // NewPlan returns an empty plan.

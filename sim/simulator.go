@@ -257,6 +257,11 @@ func Run(ctx context.Context, cfg Config, trace []TraceJob) (*Result, error) {
 				Arrival:    Epoch.Add(seconds(tj.Arrival)),
 				TotalSteps: est, RemainingSteps: est,
 				Weight: max(tj.PriorityWeight, 0),
+				// The site's priority of a trace job: its age, as
+				// Slurm's multifactor age factor orders jobs (and
+				// slurmsim's squeue reports it): earlier first, jobs
+				// submitted in the same second alike.
+				Priority: -int64(tj.Arrival),
 			},
 			steps: tj.TotalSteps, left: tj.TotalSteps,
 			arrival: tj.Arrival, firstStart: -1, completion: -1,

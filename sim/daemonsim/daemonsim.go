@@ -437,6 +437,7 @@ func (s *setup) result(policy string, c *slurmsim.Cluster, n int, trace []sim.Tr
 // daemon path.
 func FastPathRules(cfg config.Config, t slurmsim.Timing, startup sim.StartCosts, opts *optimizer.Options) sim.Rules {
 	opts.MigrationPenalty = cfg.MigrationPenalty.Duration
+	opts.SiteOrder = cfg.Order == config.OrderSite
 	return sim.Rules{Shaped: true, NoStop: !cfg.Preemption,
 		Events:    &sim.Events{Delay: cfg.PollInterval.Duration / 2},
 		StartCost: startup.Plus(t.SchedDelay)}

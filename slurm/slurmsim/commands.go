@@ -48,7 +48,7 @@ func (c *Cluster) Jobs(ctx context.Context) ([]slurm.Job, error) {
 				sj.StartTime = j.Begin
 			}
 			if !j.Held {
-				sj.Priority = int64(j.prio)
+				sj.Priority = c.sitePriority(j)
 			}
 		}
 		out = append(out, sj)
@@ -326,4 +326,12 @@ func parseStartTime(v string, now time.Time) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%w: StartTime=%s", slurm.ErrBadArgument, v)
 	}
 	return t, nil
+}
+
+// sitePriority is squeue's %Q of a pending job that is not held: its age,
+// as Slurm's multifactor age factor orders jobs (earlier first, jobs
+// submitted in the same second alike); the simulator orders trace jobs the
+// same way (sim.Run).
+func (c *Cluster) sitePriority(j *Job) int64 {
+	return 1<<40 - int64(j.Submit.Sub(c.cfg.Start)/time.Second)
 }
