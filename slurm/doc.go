@@ -11,6 +11,14 @@
 //	details: JobDetailQueryArgs scontrol -a -d -o show job (GRES indexes)      -> ParseJobDetails
 //	(alt.)   SinfoQueryArgs     sinfo -a -h -N -O SinfoFormat                  -> ParseSinfo
 //
+// On a cluster with slurmdbd (not read by the daemon yet): reservations
+// (ReservationQueryArgs -> ParseReservations), association and QOS limits
+// (AssocQueryArgs -> ParseAssociations, QOSQueryArgs -> ParseQOS, TRES
+// strings by ParseTRES) and fairshare (SharesQueryArgs -> ParseShares).
+// Limits.CheckGPUJob predicts, from those limits and the running jobs,
+// whether a job of N GPUs would pend on a limit and on which (Slurm's
+// reason, e.g. QOSMaxGRESPerUser).
+//
 // What hadar changes: Client.Release, Hold and RequeueHold take any number
 // of jobs in one scontrol call; PlaceOnNodes pins one pending job
 // (scontrol takes NodeList for one job per call); UpdateJobs sets the fields

@@ -42,6 +42,11 @@ type golden struct {
 	Nodes   []Node      `json:",omitempty"`
 	Jobs    []Job       `json:",omitempty"`
 	Details []JobDetail `json:",omitempty"`
+	// Reservations, Associations, QOS and Shares: the accounting cluster's.
+	Reservations []Reservation `json:",omitempty"`
+	Associations []Association `json:",omitempty"`
+	QOS          []QOS         `json:",omitempty"`
+	Shares       []Share       `json:",omitempty"`
 	// GRES holds, for sinfo outputs without node names, each row's GRES
 	// columns; for slurmrestd JSON, each GRES string.
 	GRES [][]GRES `json:",omitempty"`
@@ -163,6 +168,26 @@ func parseFixture(fx Fixture) (golden, error) {
 		g.Parser = "ParseNodes"
 		var errs []error
 		g.Nodes, errs = ParseNodes(out)
+		g.Errors = errStrings(errs)
+	case prog == "scontrol" && hasWord(argv, "reservation", "reservations"):
+		g.Parser = "ParseReservations"
+		var errs []error
+		g.Reservations, errs = ParseReservations(out)
+		g.Errors = errStrings(errs)
+	case prog == "sacctmgr" && hasWord(argv, "assoc", "association", "associations"):
+		g.Parser = "ParseAssociations"
+		var errs []error
+		g.Associations, errs = ParseAssociations(out)
+		g.Errors = errStrings(errs)
+	case prog == "sacctmgr" && hasWord(argv, "qos"):
+		g.Parser = "ParseQOS"
+		var errs []error
+		g.QOS, errs = ParseQOS(out)
+		g.Errors = errStrings(errs)
+	case prog == "sshare":
+		g.Parser = "ParseShares"
+		var errs []error
+		g.Shares, errs = ParseShares(out)
 		g.Errors = errStrings(errs)
 	case prog == "scontrol" && hasWord(argv, "job", "jobs"):
 		g.Parser = "ParseJobDetails"

@@ -6,6 +6,8 @@
 #   HADAR_CLUSTER_LAYOUT   layout name or file for `up`          (default demo)
 #   HADAR_CLUSTER_PORT     slurmctld port; node N listens on PORT+N  (default 17000)
 #   HADAR_CLUSTER_TIMEOUT  seconds `up` waits for the nodes         (default 30)
+#   HADAR_CLUSTER_ACCOUNTING  1: `up` starts the cluster with slurmdbd and MariaDB
+#                          (as --accounting), whose ports are PORT+819 and PORT+306
 
 TC_HOME=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck disable=SC2034 # used by the scripts that source this file
@@ -82,8 +84,8 @@ tc_proc_is() {
 	[[ ($comm == slurmctld || $comm == slurmd) && $c == "$comm-wlm" ]]
 }
 
-# tc_slurm_daemons_running: true when any slurmctld or slurmd (either name) runs on this
-# host (in this pid namespace).
+# tc_slurm_daemons_running: true when any slurmctld, slurmd or slurmdbd (either name) runs
+# on this host (in this pid namespace).
 # tc_closefds CMD...: run CMD with every file descriptor above 2 closed, so that a daemon
 # it starts keeps none of the caller's open: a `flock LOCK make e2e` whose munged held the
 # lock for as long as munged ran was seen; a pipe (`make test | tee`) would never end.
@@ -99,7 +101,7 @@ tc_closefds() {
 		exec "$@"
 	)
 }
-tc_slurm_daemons_running() { pgrep -x 'slurm(ctld|d)(-wlm)?' >/dev/null 2>&1; } # (procps warns of a pattern over 15 characters; the regex matches all the same)
+tc_slurm_daemons_running() { pgrep -x 'slurm(ctld|d|dbd)(-wlm)?' >/dev/null 2>&1; } # (procps warns of a pattern over 15 characters; the regex matches all the same)
 
 # tc_slurm_version: the installed Slurm's MAJOR.MINOR (e.g. 22.05, 24.11), from `slurmd -V`
 # ("slurm 22.05.8", "slurm-wlm 24.11.5"); $HADAR_SLURM_VERSION overrides.
@@ -125,6 +127,15 @@ tc_pidfile_alive() {
 # tc_ctld_pid DIR / tc_slurmd_pid DIR NODE: pids of the daemons of the cluster in DIR.
 tc_ctld_pid() { tc_pidfile_alive "$1/run/slurmctld.pid" slurmctld; }
 tc_slurmd_pid() { tc_pidfile_alive "$1/run/slurmd-$2.pid" slurmd; }
+
+# tc_dbd_pid DIR / tc_mariadbd_pid DIR: pids of the accounting daemons of the cluster in DIR.
+tc_dbd_pid() { tc_pidfile_alive "$1/run/slurmdbd.pid" slurmdbd; }
+tc_mariadbd_pid() { tc_pidfile_alive "$1/mysql/mariadbd.pid" mariadbd; }
+
+# tc_dbd_port CTLD_PORT / tc_mysql_port CTLD_PORT: the ports of slurmdbd and MariaDB of an
+# accounting cluster, derived from slurmctld's so that clusters on other ports do not clash.
+tc_dbd_port() { printf '%d\n' $(($1 + 819)); }
+tc_mysql_port() { printf '%d\n' $(($1 + 306)); }
 
 # tc_cluster_nodes DIR: node names of the cluster whose state is in DIR (from its layout copy).
 tc_cluster_nodes() {
