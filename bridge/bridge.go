@@ -144,6 +144,11 @@ type Bridge struct {
 	// since: what fail-open releases first, without another squeue.
 	lastQueue []slurm.Job
 	nodesSeen map[string]string // nodes at the last look -> raw state
+	// limits are the site's accounting limits as last read (nil: none),
+	// at limitsRead; limitsErr the last failure to read them, logged once.
+	limits     *slurm.Limits
+	limitsRead time.Time
+	limitsErr  string
 	// leased are the jobs the last round left waiting for hadar (waiting
 	// and not placed, held by their owner, waiting for a dependency):
 	// the polls between rounds renew their leases.
@@ -415,6 +420,9 @@ func (b *Bridge) cycle(ctx context.Context, midRound bool) (RoundReport, error) 
 		Retype: b.retype(ctx, log), Requested: requested, Lease: cfg.Lease.Duration,
 		NewTypes: NewTypeLimits{PerRound: cfg.Models.NewPerRound, PerUser: cfg.Models.NewPerUser},
 	})
+	limits, reservations := b.site(ctx)
+	applyReservations(view, reservations, details)
+	budgets, jobLimits := limitBudgets(limits, view, siteScopes(details))
 	b.noteRanOn(view)
 	b.warnStaleGres(log, view)
 	rep.View = view
@@ -427,7 +435,7 @@ func (b *Bridge) cycle(ctx context.Context, midRound bool) (RoundReport, error) 
 
 	// Solve and check.
 	solveStart := clock.Now()
-	der, err := b.solve(ctx, log, cfg, policy, view, tp, measured, progress, &rep)
+	der, err := b.solve(ctx, log, cfg, policy, view, tp, measured, progress, siteLimits{budgets, jobLimits}, &rep)
 	if err != nil {
 		return b.failRound(ctx, rep, err)
 	}
@@ -488,7 +496,7 @@ func (b *Bridge) cycle(ctx context.Context, midRound bool) (RoundReport, error) 
 // plan, checked, or, when the policy fails or its plan cannot be enforced
 // safely, a round that only passes jobs through (rep.PlanError says why).
 func (b *Bridge) solve(ctx context.Context, log *slog.Logger, cfg config.Config, policy optimizer.Policy, view *View,
-	tp, measured optimizer.Throughputs, progress map[string]JobProgress, rep *RoundReport) (Derivation, error) {
+	tp, measured optimizer.Throughputs, progress map[string]JobProgress, limits siteLimits, rep *RoundReport) (Derivation, error) {
 	// Exploration (explore): the cells this cluster has not confirmed (the
 	// prior's, and imported ones whose learned value has not taken over)
 	// are planned optimistically; progress is still measured against tp.
@@ -504,7 +512,7 @@ func (b *Bridge) solve(ctx context.Context, log *slog.Logger, cfg config.Config,
 	}
 	snap := BuildSnapshot(view, planned, progress, SnapshotParams{Round: cfg.Round.Duration,
 		DefaultDuration: cfg.DefaultDuration.Duration, Preemption: cfg.Preemption, MidRound: rep.MidRound,
-		MoveWithoutProgress: cfg.MoveWithoutProgress})
+		MoveWithoutProgress: cfg.MoveWithoutProgress, Limits: limits.budgets, JobLimits: limits.jobs})
 	snap.Confirmed = confirmed
 	rep.Snapshot = snap
 	plan, perr := policy.Plan(snap)

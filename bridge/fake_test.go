@@ -93,6 +93,8 @@ type fakeJob struct {
 	nodes    []string
 	submit   time.Time
 	held     bool
+	// account and qos are what it counts against (scontrol show job).
+	account, qos string
 	// begin is the job's begin time (the lease of a tagged job); prio its
 	// priority (squeue %Q).
 	begin    time.Time
@@ -445,7 +447,10 @@ func (f *fakeCluster) JobDetails(ctx context.Context) ([]slurm.JobDetail, error)
 		d := slurm.JobDetail{JobID: id, UserName: j.user, JobState: j.state, Comment: j.comment,
 			NumTasks: 1, Partition: "gpu", Features: j.features, ExcNodeList: j.exclude,
 			MinCPUsNode: max(j.cpus, 1), MinMemoryNodeMB: j.mem, Name: j.name, TimeLimit: j.timeLimit, AdminComment: j.admin,
-			ArrayJobID: j.arrayJob, ArrayTaskID: j.arrayTask}
+			ArrayJobID: j.arrayJob, ArrayTaskID: j.arrayTask, Account: j.account, QOS: j.qos}
+		if j.state == "RUNNING" {
+			d.JobGres = []slurm.GRES{{Name: "gpu", Type: j.got, Count: j.gpus * max(len(j.nodes), 1)}}
+		}
 		switch {
 		case j.gpusPerJob > 0:
 			d.TresPerJob = []slurm.GRES{{Name: "gpu", Type: j.typed, Count: j.gpusPerJob}}

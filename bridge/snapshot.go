@@ -30,6 +30,10 @@ type SnapshotParams struct {
 	// keeps its GPUs until it ends (optimizer.Job.NoMove): it may not
 	// checkpoint, and a move would throw its run away.
 	MoveWithoutProgress bool
+	// Limits and JobLimits are the site's limits (limitBudgets):
+	// optimizer.Snapshot.Limits and each waiting job's Job.Limits.
+	Limits    map[string]optimizer.Limit
+	JobLimits map[string][]string
 }
 
 // BuildSnapshot turns a view into the optimizer's input: one Node per
@@ -38,7 +42,8 @@ type SnapshotParams struct {
 // with the GPUs available to hadar, one Job per waiting or running tagged
 // job. It is pure.
 func BuildSnapshot(v *View, tp optimizer.Throughputs, progress map[string]JobProgress, p SnapshotParams) *optimizer.Snapshot {
-	s := &optimizer.Snapshot{Now: v.Now, Round: p.Round, Throughput: tp, MidRound: p.MidRound, NoPreemption: !p.Preemption}
+	s := &optimizer.Snapshot{Now: v.Now, Round: p.Round, Throughput: tp, MidRound: p.MidRound, NoPreemption: !p.Preemption,
+		Limits: p.Limits}
 	for _, n := range v.Nodes {
 		cpus, cpuLeft := n.AvailableCPUs()
 		mem, memLeft := n.AvailableMem()
@@ -67,7 +72,7 @@ func BuildSnapshot(v *View, tp optimizer.Throughputs, progress map[string]JobPro
 			ID: jv.ID, Type: jv.Model, Workers: jv.Workers, Arrival: arrival,
 			TotalSteps: total, RemainingSteps: remaining, Weight: weight,
 			Attained: pr.Attained, Executed: pr.Executed, MaxCopies: jv.Tag.Copies,
-			Shape: jv.Request.Shape(), Priority: jv.Priority,
+			Shape: jv.Request.Shape(), Priority: jv.Priority, Limits: p.JobLimits[jv.ID],
 		}
 		if jv.Class == ClassRunning {
 			j.Current = currentTasks(v, jv)

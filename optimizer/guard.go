@@ -36,7 +36,7 @@ func (g guarded) Plan(s *Snapshot) (*Plan, error) {
 	if err != nil || p == nil {
 		return p, err
 	}
-	return KeepNoStop(s, p, g.migrationPenalty), nil
+	return KeepLimits(s, KeepNoStop(s, p, g.migrationPenalty)), nil
 }
 
 // KeepNoStop returns plan with every running NoStop job still running where

@@ -96,6 +96,7 @@ func SiteOrder(s *Snapshot) map[string]string {
 	})
 	behind := map[string]string{}
 	left := maps.Clone(free)
+	limits := maps.Clone(s.Limits)
 	for i := 0; i < len(waiting); {
 		k := i
 		for k < len(waiting) && waiting[k].Priority == waiting[i].Priority {
@@ -103,9 +104,17 @@ func SiteOrder(s *Snapshot) map[string]string {
 		}
 		above := maps.Clone(left)
 		for _, j := range waiting[i:k] {
+			if ok, why := limitsAdmit(j, limits, false); !ok {
+				// Slurm would not start it either (counting the jobs of
+				// higher priority that start first).
+				behind[j.ID] = "would exceed a limit of the site: " + why
+				continue
+			}
 			switch {
 			case s.fitsFree(j, left, true):
+				limitsAdmit(j, limits, true)
 			case s.fitsFree(j, above, false):
+				limitsAdmit(j, limits, true)
 			case s.fitsFree(j, free, false):
 				behind[j.ID] = fmt.Sprintf("waits for jobs of higher priority in the site's order (its priority: %d)", j.Priority)
 			}
@@ -182,4 +191,39 @@ func (s *Snapshot) typesOf() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// KeepLimits takes out of plan the jobs it would start beyond the site's
+// limits (Snapshot.Limits), lowest priority last to keep (the order Slurm
+// would start them in), and says why they wait: Slurm would leave them
+// pending, their GPUs idle, until launch_timeout. Running jobs count in
+// Limits already. plan is modified.
+func KeepLimits(s *Snapshot, plan *Plan) *Plan {
+	if len(s.Limits) == 0 {
+		return plan
+	}
+	var starting []*Job
+	for i := range s.Jobs {
+		j := &s.Jobs[i]
+		if len(j.Current) == 0 && len(plan.Assignments[j.ID]) > 0 && len(j.Limits) > 0 {
+			starting = append(starting, j)
+		}
+	}
+	sort.SliceStable(starting, func(a, b int) bool {
+		if starting[a].Priority != starting[b].Priority {
+			return starting[a].Priority > starting[b].Priority
+		}
+		return starting[a].ID < starting[b].ID
+	})
+	left := maps.Clone(s.Limits)
+	for _, j := range starting {
+		if ok, why := limitsAdmit(j, left, true); !ok {
+			delete(plan.Assignments, j.ID)
+			if plan.Waits == nil {
+				plan.Waits = map[string]string{}
+			}
+			plan.Waits[j.ID] = "would exceed a limit of the site: " + why
+		}
+	}
+	return plan
 }

@@ -1,6 +1,8 @@
 package optimizer
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -77,5 +79,71 @@ func TestSiteOrderWrapsEveryPolicy(t *testing.T) {
 				t.Errorf("plan %v, waits %v: want the lower-priority job to wait, with a reason", plan.Assignments, plan.Waits)
 			}
 		})
+	}
+}
+
+// The live test's QOS limit: bob may run 4 GPUs (MaxTRESPerUser), alice
+// has none; bob's jobs come first. Slurm alone runs 4 of bob's and fills
+// the rest with alice's: so does the site's order, and a plan made without
+// it (order = "policy") is trimmed to the limit (KeepLimits).
+func TestSiteOrderLimits(t *testing.T) {
+	rates := map[string]float64{"v100": 3}
+	build := func() *Snapshot {
+		b := newSnapshot().node("v1", "v100", 4).node("v2", "v100", 4).node("v3", "v100", 4)
+		for i := range 8 {
+			b.job(fmt.Sprintf("bob%d", i), 1, 100, rates)
+		}
+		for i := range 8 {
+			b.job(fmt.Sprintf("alice%d", i), 1, 100, rates)
+		}
+		s := b.s
+		for i := range s.Jobs {
+			if strings.HasPrefix(s.Jobs[i].ID, "bob") {
+				s.Jobs[i].Priority, s.Jobs[i].Limits = 2, []string{"qos gpu4 user bob"}
+			} else {
+				s.Jobs[i].Priority = 1
+			}
+		}
+		s.Limits = map[string]Limit{"qos gpu4 user bob": {GPUs: 4, Jobs: -1, Reason: "QOSMaxGRESPerUser"}}
+		return s
+	}
+	count := func(plan *Plan) map[string]int {
+		out := map[string]int{}
+		for id := range plan.Assignments {
+			out[strings.TrimRight(id, "0123456789")]++
+		}
+		return out
+	}
+	s := build()
+	p, err := New("hadar", Options{SiteOrder: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := p.Plan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := count(plan); got["bob"] != 4 || got["alice"] != 8 {
+		t.Errorf("plan starts %v, want bob's limit of 4 and alice's 8 (no GPU idle while her jobs wait)", got)
+	}
+	waits := 0
+	for id, why := range plan.Waits {
+		if strings.HasPrefix(id, "bob") && strings.Contains(why, "QOSMaxGRESPerUser") {
+			waits++
+		}
+	}
+	if waits != 4 {
+		t.Errorf("%d of bob's jobs say they wait for his limit, want 4: %v", waits, plan.Waits)
+	}
+
+	// A plan made without the site's order (order = "policy") that starts
+	// all of bob's jobs is trimmed to his limit, the later ones first.
+	s = build()
+	all := NewPlan()
+	for i := range 8 {
+		all.Assign(fmt.Sprintf("bob%d", i), Task{Node: fmt.Sprintf("v%d", 1+i/4), Type: "v100", GPUs: 1})
+	}
+	if got := count(KeepLimits(s, all)); got["bob"] != 4 || len(all.Waits) != 4 {
+		t.Errorf("KeepLimits left %v, waits %v; want 4 of bob's jobs and 4 waits", got, all.Waits)
 	}
 }

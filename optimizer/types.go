@@ -1,6 +1,7 @@
 package optimizer
 
 import (
+	"fmt"
 	"math"
 	"sort"
 	"time"
@@ -154,6 +155,9 @@ type Job struct {
 	// NoStop: a running job may be moved but not stopped (the site's
 	// preemption is off): every plan keeps it running (see Guard).
 	NoStop bool `json:",omitempty"`
+	// Limits are the keys of the site's limits (Snapshot.Limits) the job
+	// counts against: its QOS's, its association's and its ancestors'.
+	Limits []string `json:",omitempty"`
 	// Priority is the site's priority of the job (Slurm's, higher first):
 	// with Options.SiteOrder it decides which waiting jobs start when GPUs
 	// are short (SiteOrder). Jobs of equal priority form a tier among
@@ -190,11 +194,56 @@ type Snapshot struct {
 	// mechanism) keeps its last round's choices then; event-driven
 	// policies plan as in any round.
 	MidRound bool
+	// Limits are what the site's GPU and running-job limits (QOS and
+	// association: MaxTRESPerUser, GrpTRES, MaxJobsPerUser, GrpJobs, ...)
+	// leave for jobs that start now, by key (Job.Limits); nil: none known.
+	// No plan starts jobs beyond them (KeepLimits), since Slurm would not
+	// start them: their GPUs would idle until launch_timeout.
+	Limits map[string]Limit `json:",omitempty"`
 	// NoPreemption: the site stops no running job (hadar-slurmd with
 	// preemption = false, its default), so a job started now keeps its
 	// GPUs until it ends, unless a move saves more than the migration
 	// penalty; every running job is then NoStop.
 	NoPreemption bool
+}
+
+// Limit is what one of the site's limits leaves for jobs that start now.
+type Limit struct {
+	// GPUs and Jobs left; -1: that resource is not limited.
+	GPUs, Jobs int64
+	// Reason is Slurm's pending reason for a job over it
+	// (QOSMaxGRESPerUser, AssocGrpGRES, ...).
+	Reason string
+}
+
+// limitsAdmit reports whether starting job j leaves every limit it counts
+// against within bounds, and if not, why; with take, it charges them.
+func limitsAdmit(j *Job, left map[string]Limit, take bool) (bool, string) {
+	for _, k := range j.Limits {
+		l, ok := left[k]
+		if !ok {
+			continue
+		}
+		if (l.GPUs >= 0 && l.GPUs < int64(j.Workers)) || l.Jobs == 0 {
+			return false, fmt.Sprintf("%s (%s)", l.Reason, k)
+		}
+	}
+	if take {
+		for _, k := range j.Limits {
+			l, ok := left[k]
+			if !ok {
+				continue
+			}
+			if l.GPUs >= 0 {
+				l.GPUs -= int64(j.Workers)
+			}
+			if l.Jobs > 0 {
+				l.Jobs--
+			}
+			left[k] = l
+		}
+	}
+	return true, ""
 }
 
 // JobRate is job j's whole-job rate on GPU type h with workers GPUs, or 0

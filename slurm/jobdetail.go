@@ -85,6 +85,9 @@ type JobDetail struct {
 	NumTasks    int
 	// Partition is the job's partition list ("gpu" or "a,b").
 	Partition string
+	// Account and QOS are the job's (accounting limits count against
+	// them); "" without accounting. Reservation is its --reservation.
+	Account, QOS, Reservation string
 	// Features is the --constraint expression ("" for none).
 	Features string
 	// MinCPUsNode is the CPUs the job needs on each node; MinMemoryNodeMB
@@ -315,6 +318,9 @@ func buildJobDetail(pairs []kvPair) (JobDetail, []*ParseError, bool) {
 		}
 	}
 	d.Partition = nullable(v["Partition"])
+	d.Account = nullable(v["Account"])
+	d.QOS = nullable(v["QOS"])
+	d.Reservation = nullable(v["Reservation"])
 	d.Features = nullable(v["Features"])
 	for _, f := range []struct {
 		key string
