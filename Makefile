@@ -9,7 +9,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X main.version=$(VERSION)
 export CGO_ENABLED := 1
 
-.PHONY: all build test test-go test-deps e2e e2e-containers e2e-containers-prepare e2e-containers-main docker-images docker-up docker-down unit-test bench demo demo-sim lint fmt fuzz test-reliability clean cluster-up cluster-down
+.PHONY: all build test test-go test-deps e2e e2e-site e2e-containers e2e-containers-prepare e2e-containers-main docker-images docker-up docker-down unit-test bench demo demo-sim lint fmt fuzz test-reliability clean cluster-up cluster-down
 
 all: build
 
@@ -35,14 +35,15 @@ lint:
 ## tens of seconds for what takes seconds), the end-to-end tests on a real Slurm 22.05
 ## test cluster on this host (installed and started by contrib/testcluster/up; needs
 ## root), the e2e suite and the cross-host fault tests on the container cluster with
-## Slurm 24.11 (e2e-containers-main) while every fuzz target runs for FUZZ_TOTAL seconds
-## in all (the two at once: the container tests mostly wait; fuzzing runs at nice 19,
+## Slurm 24.11 (e2e-containers-main) and the suite of the accounting test cluster
+## (e2e-site, Slurm 22.05 with slurmdbd and MariaDB) while every fuzz target runs for
+## FUZZ_TOTAL seconds in all (the three at once: the cluster tests mostly wait; fuzzing runs at nice 19,
 ## which yields to the host's processes, not to the containers' own cgroups; each
 ## one's output is printed whole when it ends) (docs/reliability.md, docs/docker.md)
 test: test-deps
 	$(MAKE) -j2 --output-sync=target test-go e2e-containers-prepare
 	$(MAKE) e2e
-	$(MAKE) -j2 --output-sync=target e2e-containers-main fuzz
+	$(MAKE) -j3 --output-sync=target e2e-containers-main e2e-site fuzz
 
 ## test-go: lint, build, then every Go package's tests (no cluster needed)
 test-go: lint build
@@ -61,6 +62,12 @@ e2e: build
 	@set -e; env_line=$$(contrib/testcluster/up); eval "$$env_line"; export SLURM_CONF; \
 	  status=0; HADAR_E2E=1 $(GO) test -p 1 -v -count=1 -timeout 60m ./e2e/... || status=$$?; \
 	  contrib/testcluster/down; exit $$status
+
+## e2e-site: end-to-end tests on the accounting test cluster (slurmdbd and MariaDB of its
+## own, multifactor fairshare, QOS limits; its own state dir and port, so it runs beside
+## the other suites' clusters), which the suite brings up and down itself (e2e/site)
+e2e-site: build
+	HADAR_E2E=1 $(GO) test -p 1 -v -count=1 -timeout 30m ./e2e/site/
 
 ## unit-test: the fast tests only
 unit-test:
