@@ -1053,16 +1053,6 @@ func failOpenActions(jobs []slurm.Job, now time.Time, lease time.Duration) (acti
 	return actions, ids
 }
 
-// hasCopies reports whether the queue holds a task of a copies job.
-func hasCopies(jobs []slurm.Job) bool {
-	for _, j := range jobs {
-		if _, ok := copyArray(j); ok {
-			return true
-		}
-	}
-	return false
-}
-
 // recordReleaseAll stores fail-open's releases as a round of their own.
 func (b *Bridge) recordReleaseAll(ctx context.Context, results []ActionResult) {
 	if len(results) == 0 {
