@@ -1020,37 +1020,15 @@ func failOpenActions(jobs []slurm.Job, now time.Time, lease time.Duration) (acti
 	for _, id := range hadarE.failOpen(jobs, candidates) {
 		keep[id] = true
 	}
-	byBegin := map[time.Time][]string{}
-	var start, release []string
+	var h handOver
 	for _, j := range jobs {
-		id := j.ID()
-		if !keep[id] {
-			continue
+		if id := j.ID(); keep[id] {
+			ids = append(ids, id)
+			h.add(id, ReadLease(j, now, lease), hadarHoldReasons[j.Reason])
 		}
-		ids = append(ids, id)
-		if l := ReadLease(j, now, lease); !l.UserBegin.IsZero() {
-			byBegin[l.UserBegin] = append(byBegin[l.UserBegin], id)
-		} else if !l.Until.IsZero() {
-			start = append(start, id)
-		}
-		if hadarHoldReasons[j.Reason] {
-			release = append(release, id)
-		}
-	}
-	for _, t := range slices.SortedFunc(maps.Keys(byBegin), time.Time.Compare) {
-		sort.Strings(byBegin[t])
-		actions = append(actions, Action{Kind: ActBegin, JobIDs: byBegin[t], At: t})
-	}
-	if len(start) > 0 {
-		sort.Strings(start)
-		actions = append(actions, Action{Kind: ActStartNow, JobIDs: start})
-	}
-	if len(release) > 0 {
-		sort.Strings(release)
-		actions = append(actions, Action{Kind: ActRelease, JobIDs: release})
 	}
 	sort.Strings(ids)
-	return actions, ids
+	return h.actions(), ids
 }
 
 // recordReleaseAll stores fail-open's releases as a round of their own.

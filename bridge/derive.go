@@ -773,38 +773,61 @@ func passThroughActions(passThrough []*JobView, await []string) []Action {
 		out = append(out, Action{Kind: ActAwaitStart, JobIDs: await})
 	}
 	byText := map[string][]string{}
-	byBegin := map[time.Time][]string{}
-	var texts, now, release []string
+	var texts []string
+	var h handOver
 	for _, jv := range passThrough {
 		t := slurm.SanitizeComment(PassThroughComment(jv.Problem), slurm.MaxAdminComment)
 		if _, ok := byText[t]; !ok {
 			texts = append(texts, t)
 		}
 		byText[t] = append(byText[t], jv.ID)
-		if b := jv.Lease.UserBegin; !b.IsZero() {
-			byBegin[b] = append(byBegin[b], jv.ID)
-		} else if !jv.Lease.Until.IsZero() {
-			now = append(now, jv.ID)
-		}
-		if jv.PriorityHeld {
-			release = append(release, jv.ID)
-		}
+		h.add(jv.ID, jv.Lease, jv.PriorityHeld)
 	}
 	for _, t := range texts {
 		out = append(out, Action{Kind: ActComment, JobIDs: byText[t], Text: t})
 	}
-	for _, b := range slices.SortedFunc(maps.Keys(byBegin), time.Time.Compare) {
-		ids := byBegin[b]
+	return append(out, h.actions()...)
+}
+
+// handOver collects jobs hadar hands to Slurm's scheduler: the end of
+// their lease (StartTime=now), or their user's own begin time back when it
+// is ahead, and the release of those in hadar's own hold.
+type handOver struct {
+	byBegin      map[time.Time][]string
+	now, release []string
+}
+
+func (h *handOver) add(id string, l Lease, hadarHold bool) {
+	switch {
+	case !l.UserBegin.IsZero():
+		if h.byBegin == nil {
+			h.byBegin = map[time.Time][]string{}
+		}
+		h.byBegin[l.UserBegin] = append(h.byBegin[l.UserBegin], id)
+	case !l.Until.IsZero():
+		h.now = append(h.now, id)
+	}
+	if hadarHold {
+		h.release = append(h.release, id)
+	}
+}
+
+// actions are the updates: one per begin time, one StartTime=now, one
+// release.
+func (h *handOver) actions() []Action {
+	var out []Action
+	for _, t := range slices.SortedFunc(maps.Keys(h.byBegin), time.Time.Compare) {
+		ids := h.byBegin[t]
 		sort.Strings(ids)
-		out = append(out, Action{Kind: ActBegin, JobIDs: ids, At: b})
+		out = append(out, Action{Kind: ActBegin, JobIDs: ids, At: t})
 	}
-	if len(now) > 0 {
-		sort.Strings(now)
-		out = append(out, Action{Kind: ActStartNow, JobIDs: now})
+	if len(h.now) > 0 {
+		sort.Strings(h.now)
+		out = append(out, Action{Kind: ActStartNow, JobIDs: h.now})
 	}
-	if len(release) > 0 {
-		sort.Strings(release)
-		out = append(out, Action{Kind: ActRelease, JobIDs: release})
+	if len(h.release) > 0 {
+		sort.Strings(h.release)
+		out = append(out, Action{Kind: ActRelease, JobIDs: h.release})
 	}
 	return out
 }

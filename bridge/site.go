@@ -101,38 +101,22 @@ func limitBudgets(lim *slurm.Limits, v *View, scopes map[string]jobScope) (map[s
 		perJob = -1
 		q := qos[sc.qos]
 		qosGrpGPU := false
+		// scoped adds a scope's GPU and running-job limits, if set.
+		scoped := func(scope string, tres slurm.TRES, jobs slurm.Limit, gpuReason, jobsReason string) {
+			if g, ok := tres["gres/gpu"]; ok {
+				set(scope, g, -1, gpuReason)
+				out = append(out, scope)
+			}
+			if jobs.Set() {
+				set(scope+" jobs", -1, int64(jobs), jobsReason)
+				out = append(out, scope+" jobs")
+			}
+		}
 		if q != nil {
-			if g, ok := q.GrpTRES["gres/gpu"]; ok {
-				qosGrpGPU = true
-				k := "qos " + q.Name
-				set(k, g, -1, "QOSGrpGRES")
-				out = append(out, k)
-			}
-			if q.GrpJobs.Set() {
-				k := "qos " + q.Name + " jobs"
-				set(k, -1, int64(q.GrpJobs), "QOSGrpJobsLimit")
-				out = append(out, k)
-			}
-			if g, ok := q.MaxTRESPerUser["gres/gpu"]; ok {
-				k := "qos " + q.Name + " user " + sc.user
-				set(k, g, -1, "QOSMaxGRESPerUser")
-				out = append(out, k)
-			}
-			if q.MaxJobsPerUser.Set() {
-				k := "qos " + q.Name + " user " + sc.user + " jobs"
-				set(k, -1, int64(q.MaxJobsPerUser), "QOSMaxJobsPerUserLimit")
-				out = append(out, k)
-			}
-			if g, ok := q.MaxTRESPerAccount["gres/gpu"]; ok {
-				k := "qos " + q.Name + " account " + sc.account
-				set(k, g, -1, "QOSMaxGRESPerAccount")
-				out = append(out, k)
-			}
-			if q.MaxJobsPerAccount.Set() {
-				k := "qos " + q.Name + " account " + sc.account + " jobs"
-				set(k, -1, int64(q.MaxJobsPerAccount), "QOSMaxJobsPerAccount")
-				out = append(out, k)
-			}
+			_, qosGrpGPU = q.GrpTRES["gres/gpu"]
+			scoped("qos "+q.Name, q.GrpTRES, q.GrpJobs, "QOSGrpGRES", "QOSGrpJobsLimit")
+			scoped("qos "+q.Name+" user "+sc.user, q.MaxTRESPerUser, q.MaxJobsPerUser, "QOSMaxGRESPerUser", "QOSMaxJobsPerUserLimit")
+			scoped("qos "+q.Name+" account "+sc.account, q.MaxTRESPerAccount, q.MaxJobsPerAccount, "QOSMaxGRESPerAccount", "QOSMaxJobsPerAccount")
 			if g, ok := q.MaxTRESPerJob["gres/gpu"]; ok {
 				perJob = g
 			}
@@ -148,16 +132,11 @@ func limitBudgets(lim *slurm.Limits, v *View, scopes map[string]jobScope) (map[s
 			if g, ok := a.MaxTRESPerJob["gres/gpu"]; ok && perJob < 0 {
 				perJob = g
 			}
-			if g, ok := a.GrpTRES["gres/gpu"]; ok && !qosGrpGPU {
-				k := "assoc " + name
-				set(k, g, -1, "AssocGrpGRES")
-				out = append(out, k)
+			grp := a.GrpTRES
+			if qosGrpGPU {
+				grp = nil // the QOS's GrpTRES replaces the associations'
 			}
-			if a.GrpJobs.Set() {
-				k := "assoc " + name + " jobs"
-				set(k, -1, int64(a.GrpJobs), "AssocGrpJobsLimit")
-				out = append(out, k)
-			}
+			scoped("assoc "+name, grp, a.GrpJobs, "AssocGrpGRES", "AssocGrpJobsLimit")
 			if a.User != "" {
 				name, a = a.Account, assoc[[2]string{a.Account, ""}]
 			} else if a.ParentAccount != "" {
