@@ -129,7 +129,7 @@ func TestLoad2000PendingJobs(t *testing.T) {
 	// Fail-open with ~1,980 held tasks.
 	held := 0
 	for _, j := range queue(t) {
-		if isHeld(j) {
+		if waitsForHadar(j) {
 			held++
 		}
 	}
@@ -140,7 +140,7 @@ func TestLoad2000PendingJobs(t *testing.T) {
 	stopTook := time.Since(sent)
 	left := 0
 	for _, j := range queue(t) {
-		if isHeld(j) {
+		if waitsForHadar(j) {
 			left++
 		}
 	}
