@@ -70,9 +70,6 @@ const (
 	// wait for hadar for another lease (job_submit.lua's begin-time lease,
 	// renewed; a job hadar started that did not start, taken back).
 	ActLease ActionKind = "lease"
-	// ActBegin: scontrol update JobId=a,b StartTime=<At>: a job handed to
-	// Slurm gets back its user's own --begin.
-	ActBegin ActionKind = "begin"
 	// ActRequeueHold: scontrol requeuehold a,b.
 	ActRequeueHold ActionKind = "requeuehold"
 	// ActRetype: scontrol update JobId=a,b Gres=<Gres>: the GPU type (and
@@ -128,11 +125,6 @@ func LeaseArg(d time.Duration) string {
 	return fmt.Sprintf("StartTime=now+%d", int64(d.Round(time.Second)/time.Second))
 }
 
-// BeginArg is the StartTime= value of begin time t, in Slurm's own format.
-func BeginArg(t time.Time) string {
-	return "StartTime=" + t.Local().Format("2006-01-02T15:04:05")
-}
-
 // String renders the action as the scontrol command it stands for.
 func (a Action) String() string {
 	ids := strings.Join(a.JobIDs, ",")
@@ -145,8 +137,6 @@ func (a Action) String() string {
 		return fmt.Sprintf("scontrol update JobId=%s Gres=%s", ids, a.Gres)
 	case ActLease:
 		return fmt.Sprintf("scontrol update JobId=%s %s", ids, LeaseArg(a.Lease))
-	case ActBegin:
-		return fmt.Sprintf("scontrol update JobId=%s %s", ids, BeginArg(a.At))
 	case ActStartNow:
 		if a.Text != "" {
 			return fmt.Sprintf("scontrol update JobId=%s StartTime=now AdminComment=%q", ids, a.Text)
@@ -748,9 +738,11 @@ func statusComments(v *View, s *optimizer.Snapshot, decisions []Decision) []Acti
 
 // passThroughActions hands the pass-through jobs hadar still holds to
 // Slurm's scheduler: their AdminComment (one update per distinct reason),
-// then the end of their lease (StartTime=now, or their user's own begin
-// time when it is ahead) and the release of those in hadar's own hold; a
-// hold of their owner stays. If jobs hadar released may still be pending (await), an
+// then the end of their lease (StartTime=now) and the release of those in
+// hadar's own hold; a hold of their owner stays. A job whose user's begin
+// time is ahead is not held (view.go) and keeps its begin time: the user's
+// plus the lease, which hadar could not tell from a lease if it gave the
+// user's back. If jobs hadar released may still be pending (await), an
 // await-start comes first, and the Executor runs the comment and release
 // only once it has seen each of them running, held or gone.
 //
@@ -770,7 +762,6 @@ func passThroughActions(passThrough []*JobView, await []string) []Action {
 		out = append(out, Action{Kind: ActAwaitStart, JobIDs: await})
 	}
 	byText := map[string][]string{}
-	byBegin := map[time.Time][]string{}
 	var texts, now, release []string
 	for _, jv := range passThrough {
 		t := slurm.SanitizeComment(PassThroughComment(jv.Problem), slurm.MaxAdminComment)
@@ -778,9 +769,7 @@ func passThroughActions(passThrough []*JobView, await []string) []Action {
 			texts = append(texts, t)
 		}
 		byText[t] = append(byText[t], jv.ID)
-		if b := jv.Lease.UserBegin; !b.IsZero() {
-			byBegin[b] = append(byBegin[b], jv.ID)
-		} else if !jv.Lease.Until.IsZero() {
+		if jv.Lease.UserBegin.IsZero() && !jv.Lease.Until.IsZero() {
 			now = append(now, jv.ID)
 		}
 		if jv.PriorityHeld {
@@ -789,11 +778,6 @@ func passThroughActions(passThrough []*JobView, await []string) []Action {
 	}
 	for _, t := range texts {
 		out = append(out, Action{Kind: ActComment, JobIDs: byText[t], Text: t})
-	}
-	for _, b := range slices.SortedFunc(maps.Keys(byBegin), time.Time.Compare) {
-		ids := byBegin[b]
-		sort.Strings(ids)
-		out = append(out, Action{Kind: ActBegin, JobIDs: ids, At: b})
 	}
 	if len(now) > 0 {
 		sort.Strings(now)
