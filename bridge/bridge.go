@@ -102,12 +102,11 @@ func (r RoundReport) PassedThrough() int {
 	if r.DryRun {
 		return r.Count(DecidePassThrough)
 	}
-	// Handed over: its lease ended (StartTime=now, or its own begin time)
-	// or hadar's hold released.
+	// Handed over: its lease ended (StartTime=now) or hadar's hold released.
 	released := map[string]bool{}
 	for _, res := range r.Results {
 		switch res.Action.Kind {
-		case ActRelease, ActStartNow, ActBegin:
+		case ActRelease, ActStartNow:
 			if res.Err == nil {
 				for _, id := range res.Sent {
 					released[id] = true
@@ -947,11 +946,14 @@ func (b *Bridge) backoff(n int) time.Duration {
 
 // ReleaseAll hands every tagged job hadar holds to Slurm's own scheduler
 // (fail-open: what the daemon does when it stops, and `hadar-slurmd
-// --release-all`): the jobs on hadar's lease get StartTime=now, those whose
-// user's own begin time is ahead get it back, and those in hadar's own hold
-// (a migration cut short) are released too. Holds of owners and admins
-// stay. Without it the leases run out by themselves within a lease. In a
-// dry run it only logs. It returns the ids it handed over.
+// --release-all`): the jobs on hadar's lease get StartTime=now, and those
+// in hadar's own hold (a migration cut short) are released too. Holds of
+// owners and admins stay. A job whose user's own begin time is ahead keeps
+// its begin time (the user's plus the lease): given back the user's alone,
+// a restarted hadar-slurmd would read it as a lease on top of a begin time
+// one lease earlier, and start the job before its --begin. Without
+// ReleaseAll the leases run out by themselves within a lease. In a dry run
+// it only logs. It returns the ids it handed over.
 //
 // A copies job (copies.go) keeps its copies on distinct nodes only under
 // hadar: Slurm gets one task of it (failOpen); the others keep their lease
@@ -983,8 +985,6 @@ func (b *Bridge) ReleaseAll(ctx context.Context) ([]string, error) {
 		switch a.Kind {
 		case ActRelease:
 			err = b.deps.Cluster.Release(ctx, a.JobIDs...)
-		case ActBegin:
-			err = b.deps.Cluster.UpdateJobs(ctx, a.JobIDs, BeginArg(a.At))
 		default:
 			err = b.deps.Cluster.UpdateJobs(ctx, a.JobIDs, "StartTime=now")
 		}
@@ -1002,9 +1002,9 @@ func (b *Bridge) ReleaseAll(ctx context.Context) ([]string, error) {
 }
 
 // failOpenActions are ReleaseAll's updates for the queue jobs at now: the
-// end of hadar's leases (StartTime=now), the user's own begin times back
-// (one update per time), and the release of hadar's own holds. ids are the
-// jobs they hand over.
+// end of hadar's leases (StartTime=now) and the release of hadar's own
+// holds; a job whose user's begin time is ahead keeps its begin time. ids
+// are the jobs they hand over.
 func failOpenActions(jobs []slurm.Job, now time.Time, lease time.Duration) (actions []Action, ids []string) {
 	var candidates []string
 	for _, j := range jobs {
@@ -1022,9 +1022,8 @@ func failOpenActions(jobs []slurm.Job, now time.Time, lease time.Duration) (acti
 	}
 	var h handOver
 	for _, j := range jobs {
-		if id := j.ID(); keep[id] {
+		if id := j.ID(); keep[id] && h.add(id, ReadLease(j, now, lease), hadarHoldReasons[j.Reason]) {
 			ids = append(ids, id)
-			h.add(id, ReadLease(j, now, lease), hadarHoldReasons[j.Reason])
 		}
 	}
 	sort.Strings(ids)

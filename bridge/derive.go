@@ -70,9 +70,6 @@ const (
 	// wait for hadar for another lease (job_submit.lua's begin-time lease,
 	// renewed; a job hadar started that did not start, taken back).
 	ActLease ActionKind = "lease"
-	// ActBegin: scontrol update JobId=a,b StartTime=<At>: a job handed to
-	// Slurm gets back its user's own --begin.
-	ActBegin ActionKind = "begin"
 	// ActRequeueHold: scontrol requeuehold a,b.
 	ActRequeueHold ActionKind = "requeuehold"
 	// ActRetype: scontrol update JobId=a,b Gres=<Gres>: the GPU type (and
@@ -128,11 +125,6 @@ func LeaseArg(d time.Duration) string {
 	return fmt.Sprintf("StartTime=now+%d", int64(d.Round(time.Second)/time.Second))
 }
 
-// BeginArg is the StartTime= value of begin time t, in Slurm's own format.
-func BeginArg(t time.Time) string {
-	return "StartTime=" + t.Local().Format("2006-01-02T15:04:05")
-}
-
 // String renders the action as the scontrol command it stands for.
 func (a Action) String() string {
 	ids := strings.Join(a.JobIDs, ",")
@@ -145,8 +137,6 @@ func (a Action) String() string {
 		return fmt.Sprintf("scontrol update JobId=%s Gres=%s", ids, a.Gres)
 	case ActLease:
 		return fmt.Sprintf("scontrol update JobId=%s %s", ids, LeaseArg(a.Lease))
-	case ActBegin:
-		return fmt.Sprintf("scontrol update JobId=%s %s", ids, BeginArg(a.At))
 	case ActStartNow:
 		if a.Text != "" {
 			return fmt.Sprintf("scontrol update JobId=%s StartTime=now AdminComment=%q", ids, a.Text)
@@ -751,9 +741,11 @@ func statusComments(v *View, s *optimizer.Snapshot, decisions []Decision) []Acti
 
 // passThroughActions hands the pass-through jobs hadar still holds to
 // Slurm's scheduler: their AdminComment (one update per distinct reason),
-// then the end of their lease (StartTime=now, or their user's own begin
-// time when it is ahead) and the release of those in hadar's own hold; a
-// hold of their owner stays. If jobs hadar released may still be pending (await), an
+// then the end of their lease (StartTime=now) and the release of those in
+// hadar's own hold; a hold of their owner stays. A job whose user's begin
+// time is ahead is not held (view.go) and keeps its begin time: the user's
+// plus the lease, which hadar could not tell from a lease if it gave the
+// user's back. If jobs hadar released may still be pending (await), an
 // await-start comes first, and the Executor runs the comment and release
 // only once it has seen each of them running, held or gone.
 //
@@ -790,37 +782,32 @@ func passThroughActions(passThrough []*JobView, await []string) []Action {
 }
 
 // handOver collects jobs hadar hands to Slurm's scheduler: the end of
-// their lease (StartTime=now), or their user's own begin time back when it
-// is ahead, and the release of those in hadar's own hold.
+// their lease (StartTime=now) and the release of those in hadar's own hold.
+// A job whose user's own begin time is ahead keeps its begin time (the
+// user's plus the lease): given back the user's alone, hadar would read it
+// as a lease on top of a begin time one lease earlier.
 type handOver struct {
-	byBegin      map[time.Time][]string
 	now, release []string
 }
 
-func (h *handOver) add(id string, l Lease, hadarHold bool) {
-	switch {
-	case !l.UserBegin.IsZero():
-		if h.byBegin == nil {
-			h.byBegin = map[time.Time][]string{}
-		}
-		h.byBegin[l.UserBegin] = append(h.byBegin[l.UserBegin], id)
-	case !l.Until.IsZero():
+// add adds a job with lease l, in hadar's own hold or not, and reports
+// whether it is handed over.
+func (h *handOver) add(id string, l Lease, hadarHold bool) bool {
+	if !l.UserBegin.IsZero() && !hadarHold {
+		return false // Slurm's at its begin time plus the lease
+	}
+	if l.UserBegin.IsZero() && !l.Until.IsZero() {
 		h.now = append(h.now, id)
 	}
 	if hadarHold {
 		h.release = append(h.release, id)
 	}
+	return true
 }
 
-// actions are the updates: one per begin time, one StartTime=now, one
-// release.
+// actions are the updates: one StartTime=now, one release.
 func (h *handOver) actions() []Action {
 	var out []Action
-	for _, t := range slices.SortedFunc(maps.Keys(h.byBegin), time.Time.Compare) {
-		ids := h.byBegin[t]
-		sort.Strings(ids)
-		out = append(out, Action{Kind: ActBegin, JobIDs: ids, At: t})
-	}
 	if len(h.now) > 0 {
 		sort.Strings(h.now)
 		out = append(out, Action{Kind: ActStartNow, JobIDs: h.now})

@@ -58,8 +58,10 @@
 // throughput on this cluster's GPU types, or a request no node could ever
 // hold. If hadar still holds it (its lease, or hadar's own hold) it is
 // handed to Slurm once: AdminComment "hadar: <reason>; released to Slurm's
-// scheduler", then StartTime=now (or its user's own begin time), and
-// logged. It does not compete with hadar's placements: it is handed over
+// scheduler", then StartTime=now, and logged; a job whose user's --begin is
+// ahead is handed over once that has passed, and keeps its begin time (the
+// user's plus the lease) until then: given back the user's alone, it would
+// read as a lease on top of a begin time one lease earlier. It does not compete with hadar's placements: it is handed over
 // last in the round, in its own update, and only after an await-start has
 // seen every job hadar started (this round or earlier) running, on a lease
 // again or gone; otherwise it waits for the next round. Its lease is not
@@ -230,8 +232,8 @@
 // is retried after an exponential backoff (1 s doubling, at most 2 min).
 // Dry run: actions are logged (and printed by --once), nothing is changed.
 // ReleaseAll hands every tagged job hadar holds to Slurm at once (the end
-// of its lease, its user's begin time back, the release of hadar's own
-// holds), called when the daemon stops (SIGTERM/SIGINT) and by
+// of its lease, the release of hadar's own holds; a job whose user's
+// --begin is ahead keeps its begin time, Slurm's one lease after it), called when the daemon stops (SIGTERM/SIGINT) and by
 // `hadar-slurmd --release-all`; without it the leases run out by
 // themselves.
 package bridge

@@ -230,8 +230,6 @@ func (e *Executor) run(ctx context.Context, a Action, ids []string) error {
 		return c.SetAdminComment(ctx, ids, a.Text)
 	case ActLease:
 		return c.UpdateJobs(ctx, ids, LeaseArg(a.Lease))
-	case ActBegin:
-		return c.UpdateJobs(ctx, ids, BeginArg(a.At))
 	case ActRequeueHold:
 		return c.RequeueHold(ctx, ids...)
 	case ActRetype:

@@ -524,7 +524,9 @@ func BuildView(in ViewInput) *View {
 			jv.Nodes = j.Nodes
 			// hadar still holds it while its lease or hadar's own hold
 			// is on: handing it to Slurm ends them (passThroughActions).
-			jv.Held = jv.PriorityHeld || !jv.Lease.Until.IsZero()
+			// Not before its user's begin time: its begin time is then
+			// the user's plus the lease, kept until the user's passed.
+			jv.Held = jv.PriorityHeld || !jv.Lease.Until.IsZero() && jv.Lease.UserBegin.IsZero()
 			continue
 		}
 		p, placed := in.Placed[jv.ID]

@@ -56,12 +56,15 @@ func writeGavelRates(t *testing.T, path string, on map[string][]string, rate fun
 
 // TestLiveSite is issue 13's live test on a current site's layout (A100 and
 // H100 nodes of 8 GPUs, L40S and V100 of 4, under NVML's GRES names) with
-// the daemon running: every job of points 1-2 (8 GPUs where its only rated
-// type has 4-GPU nodes, 2 x 4 GPUs with one node of its type, its only type
-// drained, -C, --exclude, CPUs and memory) and the request forms --gpus=N
-// and --gres=gpu:TYPE:N either runs where its request allows or is passed
-// through within two rounds; none ends in BadConstraints; an array task's
-// progress reaches the task; an untagged job is untouched; all complete.
+// the daemon running: every job of points 1-2 (its only type drained, -C,
+// --exclude, CPUs and memory) and the request forms --gpus=N and
+// --gres=gpu:TYPE:N either runs where its request allows or is passed
+// through within two rounds; none ends in BadConstraints; requests no node
+// of the cluster has (8 GPUs where the type's nodes have 4, 2 x 4 GPUs with
+// one node of the type) are refused by sbatch, as without hadar: a tagged
+// job on a lease is not held, so Slurm checks it at submission; an array
+// task's progress reaches the task; an untagged job is untouched; all
+// complete.
 func TestLiveSite(t *testing.T) {
 	requireE2E(t)
 	live := e2eutil.TestCluster{Repo: repoRoot, Layout: "live",
@@ -95,9 +98,21 @@ func TestLiveSite(t *testing.T) {
 	tag := func(model string) string { return "--comment=hadar model=" + model + " steps=60" }
 	// With the prior every model is rated on every type, so "its only
 	// type" is what a typed request allows.
+	// Requests no node of the cluster has: Slurm refuses them at
+	// submission, with or without hadar (a job on a lease is not held).
+	for name, args := range map[string][]string{
+		"8 GPUs of a type whose nodes have 4": {tag("e2e-only-v100"), "--gres=gpu:tesla_v100-sxm2-32gb:8", "--wrap", "sleep 15"},
+		"2 x 4 GPUs of a type with one node":  {tag("e2e-only-h100"), "--nodes=2", "--gres=gpu:nvidia_h100_80gb_hbm3:4", "--wrap", "sleep 15"},
+	} {
+		c := e2eutil.Cmd{Timeout: 60 * time.Second, Env: e2eutil.SlurmEnv(conf)}
+		if id, err := c.Sbatch(append([]string{"--chdir", filepath.Join(filepath.Dir(conf), "jobs"), "-o", "/dev/null"}, args...)...); err == nil {
+			ids = append(ids, id)
+			t.Errorf("%s: sbatch accepted it (job %s), want Slurm's refusal", name, id)
+		} else if !strings.Contains(err.Error(), "Requested node configuration is not available") {
+			t.Errorf("%s: sbatch: %v, want \"Requested node configuration is not available\"", name, err)
+		}
+	}
 	jobs := map[string]string{
-		"8 GPUs of a type whose nodes have 4":                 sub(tag("e2e-only-v100"), "--gres=gpu:tesla_v100-sxm2-32gb:8", "--wrap", "sleep 15"),
-		"2 x 4 GPUs of a type with one node":                  sub(tag("e2e-only-h100"), "--nodes=2", "--gres=gpu:nvidia_h100_80gb_hbm3:4", "--wrap", "sleep 15"),
 		"its only type drained":                               sub(tag("e2e-only-l40s"), "--gres=gpu:l40s:1", "--wrap", "sleep 15"),
 		"8 GPUs, only rated on 4-GPU nodes (prior elsewhere)": sub(tag("e2e-only-v100"), "--gres=gpu:8", "--wrap", "sleep 15"),
 		"-C":                                 sub(tag("e2e-every"), "-C", "tesla_v100-sxm2-32gb", "--gres=gpu:1", "--wrap", "sleep 15"),
@@ -133,10 +148,10 @@ func TestLiveSite(t *testing.T) {
 	}()
 	started := time.Now()
 
-	// Requests no node of the cluster can hold: hadar passes them through
-	// at once, and Slurm then refuses them itself (BadConstraints,
-	// ReqNodeNotAvail), as it would without hadar.
-	impossible := map[string]bool{"8 GPUs of a type whose nodes have 4": true, "2 x 4 GPUs of a type with one node": true, "its only type drained": true}
+	// A request no live node can hold: hadar passes it through at once,
+	// and Slurm then leaves it pending itself (ReqNodeNotAvail,
+	// BadConstraints), as it would without hadar.
+	impossible := map[string]bool{"its only type drained": true}
 
 	// Within two rounds (round = 10s) every tagged job runs (or ran) or is
 	// passed through; none sits in BadConstraints meanwhile.
@@ -164,7 +179,7 @@ func TestLiveSite(t *testing.T) {
 			if _, done := resolved[name]; done {
 				continue
 			}
-			if !inQueue || j.State == "RUNNING" || j.State == "COMPLETING" || !strings.HasPrefix(j.Reason, "JobHeld") {
+			if !inQueue || j.State == "RUNNING" || j.State == "COMPLETING" || !j.OnLease() {
 				resolved[name] = time.Since(started)
 			}
 		}
@@ -172,7 +187,7 @@ func TestLiveSite(t *testing.T) {
 	}
 	for name, id := range jobs {
 		if _, ok := resolved[name]; !ok {
-			t.Errorf("%s (job %s) still held %s after the daemon started:\n%s", name, id, bound, squeueDump(conf))
+			t.Errorf("%s (job %s) still on hadar's lease %s after the daemon started:\n%s", name, id, bound, squeueDump(conf))
 		}
 	}
 
@@ -193,9 +208,7 @@ func TestLiveSite(t *testing.T) {
 	// Where they ran, and why the others were passed through.
 	admin := func(id string) string { return adminComment(t, conf, id) }
 	for name, want := range map[string]string{
-		"8 GPUs of a type whose nodes have 4": "no live node hadar uses can hold 1 node(s) x 8 GPUs",
-		"2 x 4 GPUs of a type with one node":  "no live node hadar uses can hold 2 node(s) x 4 GPUs",
-		"its only type drained":               "no live node hadar uses has GPU type l40s",
+		"its only type drained": "no live node hadar uses has GPU type l40s",
 	} {
 		if got := admin(jobs[name]); !strings.Contains(got, want) {
 			t.Errorf("%s (job %s): AdminComment %q, want it to say %q", name, jobs[name], got, want)
@@ -244,42 +257,43 @@ func TestLiveSite(t *testing.T) {
 	}
 
 	// One daemon per cluster, and fail-open after kill -9, on this layout:
-	// three jobs that each need the H100 node whole, so two of them wait.
+	// three jobs that each need the H100 node whole, so two of them wait
+	// on hadar's lease.
 	var waiters []string
 	for range 3 {
 		waiters = append(waiters, sub(tag("e2e-every"), "--gres=gpu:nvidia_h100_80gb_hbm3:8", "--wrap", "sleep 10"))
 	}
-	heldWaiters := func() int {
+	leasedWaiters := func() int {
 		q, _ := e2eutil.Queue(conf, waiters)
 		n := 0
 		for _, id := range waiters {
-			if strings.HasPrefix(q[id].Reason, "JobHeld") {
+			if q[id].OnLease() {
 				n++
 			}
 		}
 		return n
 	}
-	if !e2eutil.WaitFor(30*time.Second, func() bool { return heldWaiters() >= 2 }) {
-		t.Fatalf("want at least 2 of the 3 whole-H100 jobs held by hadar:\n%s", squeueDump(conf))
+	if !e2eutil.WaitFor(30*time.Second, func() bool { return leasedWaiters() >= 2 }) {
+		t.Fatalf("want at least 2 of the 3 whole-H100 jobs on hadar's lease:\n%s", squeueDump(conf))
 	}
-	before := heldWaiters()
+	before := leasedWaiters()
 	second := exec.Command(daemonBin(), "--config", cfg)
 	second.Env = daemon.Env
 	out, err := second.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "another hadar-slurmd is running") || strings.Contains(string(out), "release") {
-		t.Errorf("a second daemon: err %v, want a non-zero exit naming the first, releasing nothing:\n%s", err, out)
+	if err == nil || !strings.Contains(string(out), "another hadar-slurmd is running") || strings.Contains(string(out), "handed") || strings.Contains(string(out), "StartTime") {
+		t.Errorf("a second daemon: err %v, want a non-zero exit naming the first, handing over nothing:\n%s", err, out)
 	}
-	// The first daemon may place one meanwhile; the second released none.
-	if n := heldWaiters(); n < before-1 || n == 0 {
-		t.Errorf("after the second daemon exited, %d of the first one's %d held jobs are held", n, before)
+	// The first daemon may place one meanwhile; the second ended no lease.
+	if n := leasedWaiters(); n < before-1 || n == 0 {
+		t.Errorf("after the second daemon exited, %d of the first one's %d leased jobs are on a lease", n, before)
 	}
 	killed := time.Now()
 	daemon.Process.Kill()
 	daemon.Wait()
-	if !e2eutil.WaitFor(failOpenBound, func() bool { return heldWaiters() == 0 }) {
-		t.Errorf("%d jobs still held %s after kill -9 of the daemon", heldWaiters(), failOpenBound)
+	if !e2eutil.WaitFor(failOpenBound, func() bool { return leasedWaiters() == 0 }) {
+		t.Errorf("%d jobs still on hadar's lease %s after kill -9 of the daemon", leasedWaiters(), failOpenBound)
 	} else {
-		t.Logf("RESULT TestLiveSite: kill -9 of the daemon: its held jobs released %dms later by its guardian", time.Since(killed).Milliseconds())
+		t.Logf("RESULT TestLiveSite: kill -9 of the daemon: its guardian ended its jobs' leases %dms later", time.Since(killed).Milliseconds())
 	}
 
 	var possible []string
@@ -314,7 +328,7 @@ func TestLiveSite(t *testing.T) {
 }
 
 // failOpenBound is the stated bound (docs/reliability.md) from the
-// daemon's death to the release of its held jobs by its guardian.
+// daemon's death to the end of its jobs' leases by its guardian.
 const failOpenBound = 10 * time.Second
 
 func mapValues(m map[string]string) []string {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hadar-sched/hadar/internal/e2eutil"
+	"github.com/hadar-sched/hadar/jobproto"
 )
 
 // modernTruth is the hidden truth of TestModernSite: the steps/s per GPU
@@ -200,7 +201,7 @@ func TestModernSite(t *testing.T) {
 	}
 
 	// Poll both queues until both workloads are done: when each finished,
-	// and that the untagged jobs were never held.
+	// and that the untagged jobs were never held nor given a begin time.
 	done := map[string]time.Duration{}
 	admin, nodes := map[string]string{}, map[string]string{}
 	heldUntagged, untaggedAdmin := map[string]bool{}, map[string]string{}
@@ -222,7 +223,7 @@ func TestModernSite(t *testing.T) {
 			}
 			if name == "hadar" {
 				for _, id := range untagged {
-					if strings.HasPrefix(q[id].Reason, "JobHeld") {
+					if q[id].Held() || q[id].OnLease() {
 						heldUntagged[id] = true
 					}
 					if q[id].State == "RUNNING" {
@@ -256,7 +257,7 @@ func TestModernSite(t *testing.T) {
 	}
 
 	// All completed; each tagged job was placed by hadar or passed through
-	// with its reason; the untagged ones never were held or annotated.
+	// with its reason; the untagged ones never were held, leased or annotated.
 	for name, c := range clusters {
 		recs, err := e2eutil.ReadJobcomp(e2eutil.JobcompLog(c.Dir))
 		if err != nil {
@@ -289,12 +290,18 @@ func TestModernSite(t *testing.T) {
 	var rows []profileRow
 	var report []string
 	learnedModels := map[string]int{}
+	// A model no matrix knows is learned as the job type
+	// jobproto.UnknownModelType names.
+	modelOf := map[string]string{}
 	for model := range modernTruth {
+		jt := jobproto.UnknownModelType(model)
+		modelOf[jt] = model
 		var mrows []profileRow
-		hadarJSON(t, hconf, &mrows, "profiles", "show", "--json", "--db", filepath.Join(dir, "data", "hadar.db"), model)
+		hadarJSON(t, hconf, &mrows, "profiles", "show", "--json", "--db", filepath.Join(dir, "data", "hadar.db"), jt)
 		rows = append(rows, mrows...)
 	}
 	for _, r := range rows {
+		r.JobType = modelOf[r.JobType]
 		if r.Source != "learned" && r.Source != "measured" {
 			continue
 		}

@@ -86,7 +86,7 @@ func TestExampleConfigAndMetrics(t *testing.T) {
 	resp.Body.Close()
 	for _, want := range []string{
 		`hadar_rounds_total\{result="ok"\} ([0-9.e+]+)`,
-		`hadar_slurm_actions_total\{kind="release",result="ok"\} ([0-9.e+]+)`,
+		`hadar_slurm_actions_total\{kind="start-now",result="ok"\} ([0-9.e+]+)`,
 		`hadar_round_duration_seconds_count\{phase="observe"\} ([0-9.e+]+)`,
 		`hadar_throughput_samples_total ([0-9.e+]+)`,
 	} {

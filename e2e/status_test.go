@@ -141,7 +141,7 @@ func checkStatus(t *testing.T, conf, dir string, used map[string]map[string]int,
 }
 
 // TestStatusDemoLayout: status on the demo layout with untagged jobs
-// holding GPUs (untyped and typed), a CPU-only job, a held tagged job, a
+// holding GPUs (untyped and typed), a CPU-only job, a tagged job on a lease, a
 // tagged job with a bad tag and a pending untagged job.
 func TestStatusDemoLayout(t *testing.T) {
 	requireE2E(t)
@@ -172,9 +172,9 @@ func TestStatusDemoLayout(t *testing.T) {
 			a: {state: "RUNNING", gpus: 2, nodes: "node1", placeType: "v100"},
 			b: {state: "RUNNING", gpus: 1, nodes: "node2", placeType: "v100"},
 			d: {state: "RUNNING", gpus: 0, nodes: "node3", placeType: "p100"},
-			c: {state: "PENDING", reason: "JobHeldUser", tagged: true, model: "ResNet-50 (batch size 64)", gpus: 1},
-			g: {state: "PENDING", reason: "JobHeldUser", tagged: true, model: "resnet18-bs128", gpus: 8},
-			f: {state: "PENDING", reason: "JobHeldUser", tagged: true, tagError: true, gpus: 1},
+			c: {state: "PENDING", reason: "BeginTime", tagged: true, model: "ResNet-50 (batch size 64)", gpus: 1},
+			g: {state: "PENDING", reason: "BeginTime", tagged: true, model: "resnet18-bs128", gpus: 8},
+			f: {state: "PENDING", reason: "BeginTime", tagged: true, tagError: true, gpus: 1},
 			e: {state: "PENDING", reason: "BeginTime", gpus: 4},
 		})
 
@@ -239,12 +239,12 @@ func TestStatusSiteLayout(t *testing.T) {
 			v: {state: "RUNNING", gpus: 4, nodes: "gpu-v100-01", placeType: v100},
 			m: {state: "RUNNING", gpus: 1, nodes: "gpu-mix-01", placeType: ""},
 			c: {state: "RUNNING", gpus: 0, nodes: "cpu-01", placeType: ""},
-			h: {state: "PENDING", reason: "JobHeldUser", tagged: true, model: "resnet50-bs64", gpus: 2},
+			h: {state: "PENDING", reason: "BeginTime", tagged: true, model: "resnet50-bs64", gpus: 2},
 		})
 
 	// plan: the site's names resolve; the drained and the CPU-only node are
 	// not planned on, nor, before Slurm 24.11, the node with two types (from
-	// 24.11 it is planned on per type); the held job would go to the idle
+	// 24.11 it is planned on per type); the waiting job would go to the idle
 	// v100 node (from 24.11: or to the two idle v100 of the mixed node);
 	// nothing changes.
 	ver, err := slurm.ParseVersion(strings.NewReader(must(t, conf, "scontrol", "--version")))
@@ -320,8 +320,8 @@ func TestStatusSiteLayout(t *testing.T) {
 		t.Errorf("explain of untagged job %s: %q", v, exu.Summary)
 	}
 	q, err := e2eutil.Queue(conf, []string{h})
-	if err != nil || q[h].Reason != "JobHeldUser" {
-		t.Errorf("after plan and explain the tagged job is %v (%v); want still held", q[h], err)
+	if err != nil || !q[h].OnLease() {
+		t.Errorf("after plan and explain the tagged job is %v (%v); want still on its lease", q[h], err)
 	}
 }
 
@@ -335,8 +335,9 @@ func asUser(user, conf string, timeout time.Duration) e2eutil.Cmd {
 }
 
 // TestUserCommands runs what docs/user-guide.md shows a user doing, as an
-// unprivileged user: tag jobs, fail to release or re-target a held one,
-// look with hadar status/plan/explain (no hadar config, not root), see a
+// unprivileged user: tag jobs, hold and release his own (hadar neither
+// releases his hold nor overrides his begin time), fail to re-target one
+// or raise its priority, look with hadar status/plan/explain (no hadar config, not root), see a
 // bad tag passed through with its AdminComment after a daemon round, and
 // scancel.
 func TestUserCommands(t *testing.T) {
@@ -364,15 +365,50 @@ func TestUserCommands(t *testing.T) {
 	typed := sub(`--comment=hadar model=a3c`, "--gres=gpu:v100:1", "--wrap", "sleep 5")
 	waitState(t, slurmConf, []string{good, bad, typed}, "PENDING", 30*time.Second)
 
-	// The user cannot release or re-target a held tagged job.
-	for _, args := range [][]string{{"release", good}, {"update", "JobId=" + good, "NodeList=node1"}, {"update", "JobId=" + good, "Priority=100"}} {
-		r := asUser(user, slurmConf, 30*time.Second).Run("scontrol", args...)
-		if r.Err == nil || !strings.Contains(r.Stderr, "Access/permission denied") {
-			t.Errorf("scontrol %s as %s: err %v, stderr %q; want Access/permission denied", strings.Join(args, " "), user, r.Err, r.Stderr)
+	// The user holds and releases his own tagged job: it is back on its
+	// lease; his StartTime=now gets the lease on top (job_submit.lua).
+	scontrolAs := func(args ...string) e2eutil.Result {
+		return asUser(user, slurmConf, 30*time.Second).Run("scontrol", args...)
+	}
+	for _, step := range []struct {
+		args []string
+		want func(e2eutil.QueuedJob) bool
+	}{
+		{[]string{"hold", good}, e2eutil.QueuedJob.Held},
+		{[]string{"release", good}, e2eutil.QueuedJob.OnLease},
+		{[]string{"update", "JobId=" + good, "StartTime=now"}, e2eutil.QueuedJob.OnLease},
+	} {
+		if r := scontrolAs(step.args...); r.Err != nil {
+			t.Errorf("scontrol %s as %s: %v %s", strings.Join(step.args, " "), user, r.Err, r.Stderr)
+		}
+		// Slurm shows the new reason after its next scheduling pass.
+		var q map[string]e2eutil.QueuedJob
+		if !e2eutil.WaitFor(10*time.Second, func() bool {
+			q, _ = e2eutil.Queue(slurmConf, []string{good})
+			return step.want(q[good])
+		}) {
+			t.Errorf("after scontrol %s as %s job %s is %+v", strings.Join(step.args, " "), user, good, q[good])
 		}
 	}
-	if q, _ := e2eutil.Queue(slurmConf, []string{good}); q[good].Reason != "JobHeldUser" {
-		t.Errorf("after the refused updates job %s is %v, want still held", good, q[good])
+	if st, err := e2eutil.StartTime(slurmConf, good); err != nil || time.Until(st) < time.Minute {
+		t.Errorf("after the user's StartTime=now, job %s begins at %v (%v); want the lease (~2 min) ahead", good, st, err)
+	}
+	// He cannot re-target it (job_submit.lua) nor raise its priority
+	// (Slurm: "change nice instead").
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"update", "JobId=" + good, "NodeList=node1"}, "Access/permission denied"},
+		{[]string{"update", "JobId=" + good, "Priority=100"}, "change nice instead"},
+	} {
+		r := scontrolAs(c.args...)
+		if r.Err == nil || !strings.Contains(r.Stderr, c.want) {
+			t.Errorf("scontrol %s as %s: err %v, stderr %q; want %q", strings.Join(c.args, " "), user, r.Err, r.Stderr, c.want)
+		}
+	}
+	if q, _ := e2eutil.Queue(slurmConf, []string{good}); !q[good].OnLease() {
+		t.Errorf("after the refused updates job %s is %v, want still on its lease", good, q[good])
 	}
 
 	// status, plan and explain work for the user, without any hadar config.
@@ -388,7 +424,7 @@ func TestUserCommands(t *testing.T) {
 	}
 
 	// One daemon round: the bad tags are passed through with an
-	// AdminComment saying why; the good job is placed and released.
+	// AdminComment saying why; the good job is placed and started.
 	dir := e2eutil.WorkDir(t, "user")
 	cfg := writeConfig(t, dir, "")
 	if r := e2eutil.Run(60*time.Second, e2eutil.SlurmEnv(slurmConf), daemonBin(), "--once", "--config", cfg); r.Err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hadar-sched/hadar/config"
+	"github.com/hadar-sched/hadar/jobproto"
 	"github.com/hadar-sched/hadar/optimizer"
 	"github.com/hadar-sched/hadar/profiles"
 	"github.com/hadar-sched/hadar/sim"
@@ -155,7 +156,16 @@ func runSimulateDaemon(c *cli.Context) error {
 	opts := daemonsim.Options{Layout: layout, Config: cfg, Planning: planning, Truth: truth,
 		Timing: timing, Startup: &startup, Untagged: untagged.jobs, UntaggedAt: untagged.at,
 		DaemonStart: c.Duration("daemon-start"), Logger: logger}
-	if err := checkClusterRuns(truth, truthName, layoutTypes, trace); err != nil {
+	// The daemon reads a trace job's type as the model= of its tag, as a
+	// user writes it ("resnet18-bs64"): check the job type it resolves to.
+	models := jobproto.NewModelResolver(truth.JobTypes(), cfg.Models.Aliases)
+	resolved := slices.Clone(trace)
+	for i := range resolved {
+		if jt, err := models.Resolve(resolved[i].JobType); err == nil {
+			resolved[i].JobType = jt
+		}
+	}
+	if err := checkClusterRuns(truth, truthName, layoutTypes, resolved); err != nil {
 		return err
 	}
 	out := simulateOutput{Trace: traceName, Truth: c.String("truth"), Cluster: map[string]int{}, RoundS: cfg.Round.Duration.Seconds(), PriorFilled: priorFilled,

@@ -76,6 +76,57 @@ func TestSimulateLayout(t *testing.T) {
 	}
 }
 
+// The daemon path takes a trace's job types as tags give them: a model as
+// users write it ("resnet18-bs64", contrib/demo's workload) resolves to the
+// matrix's job type, as hadar-slurmd resolves model=; a model no name
+// resolves is an error before the run.
+func TestSimulateLayoutTagModels(t *testing.T) {
+	t.Setenv("HADAR_CONFIG", "")
+	dir := t.TempDir()
+	layout := filepath.Join(dir, "small.layout")
+	if err := os.WriteFile(layout, []byte("fast v100 2\nslow k80 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "hadar.toml")
+	if err := os.WriteFile(config, []byte("round = \"30s\"\npoll_interval = \"2s\"\nmin_round_gap = \"2s\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		models  []string
+		wantErr string
+	}{
+		{"tag names", []string{"recommendation-bs1024", "resnet18-bs64", "lm-bs20"}, ""},
+		{"unknown model", []string{"resnet18-bs64", "nosuchmodel"}, `job type "nosuchmodel" is not in the matrix`},
+	} {
+		trace := filepath.Join(dir, "tags.trace")
+		var lines []string
+		for _, m := range tc.models {
+			lines = append(lines, m+"\tx\t.\tsteps\t0\t2000\t1\t1\t-1.000000\t0")
+		}
+		if err := os.WriteFile(trace, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := runHadar(t, "simulate", "--layout", layout, "--config", config, "--trace", trace, "--json")
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(out+err.Error(), tc.wantErr) {
+				t.Errorf("%s: err %v, want %q\n%s", tc.name, err, tc.wantErr, out)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", tc.name, err, out)
+		}
+		var got simulateOutput
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("%s: %v\n%s", tc.name, err, out)
+		}
+		if h := got.Policies["hadar"]; h.Completed != len(tc.models) {
+			t.Errorf("%s: hadar completed %d of %d jobs\n%s", tc.name, h.Completed, len(tc.models), out)
+		}
+	}
+}
+
 func TestParseUntagged(t *testing.T) {
 	for _, tc := range []struct {
 		in      string

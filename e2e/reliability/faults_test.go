@@ -19,9 +19,10 @@ import (
 )
 
 // checkNoDoubleActions checks the daemon's own record: no successful
-// release of a job twice without a successful hold or requeuehold of it in
-// between (the state database may miss actions of a killed daemon; Slurm's
-// log, checked by assertNoDoubleRelease, has them all).
+// start (StartTime=now) or release of a job twice without a successful
+// lease or requeuehold of it in between (the state database may miss
+// actions of a killed daemon; Slurm's log, checked by assertNoDoubleRelease
+// and the jobcomp log's one run per job, has them all).
 func checkNoDoubleActions(t *testing.T, d *daemon, ids []string) {
 	t.Helper()
 	want := map[string]bool{}
@@ -38,14 +39,14 @@ func checkNoDoubleActions(t *testing.T, d *daemon, ids []string) {
 				continue
 			}
 			switch a.Kind {
-			case "release":
+			case "start-now", "release":
 				if armed[id] {
 					// allowed only if Slurm started (and requeued) it in
 					// between; Slurm's log decides (assertNoDoubleRelease).
-					t.Logf("state db: job %s released again in round %d without a recorded hold", id, a.Round)
+					t.Logf("state db: job %s started again (%s) in round %d without a recorded lease or requeuehold", id, a.Kind, a.Round)
 				}
 				armed[id] = true
-			case "hold", "requeuehold":
+			case "lease", "requeuehold":
 				armed[id] = false
 			}
 		}
@@ -55,8 +56,8 @@ func checkNoDoubleActions(t *testing.T, d *daemon, ids []string) {
 // 1. kill -9 of hadar-slurmd at seeded random moments of a 30-job
 // workload, 10 times, restarted each time. Three of the kills are at
 // chosen crash points (by the scontrol shim): just after a migration's
-// requeuehold, between a job's NodeList update and its release, and just
-// after a release before the round is recorded.
+// requeuehold, between a job's NodeList update and its start (StartTime=now),
+// and just after a start before the round is recorded.
 func TestKill9Restarts(t *testing.T) {
 	tc := need(t)
 	rng := mrand.New(mrand.NewPCG(seed(), 0x6b696c6c))
@@ -67,11 +68,13 @@ func TestKill9Restarts(t *testing.T) {
 	for _, j := range work[:20] {
 		ids = append(ids, tc.submit(j))
 	}
-	// Crash points: the first daemon dies just before its first release
-	// (its NodeList updates done), the second just after its first release;
+	// Crash points: the first daemon dies just before its first start
+	// (its NodeList updates done), the second just after its first start;
 	// the first migration's requeuehold kills whichever daemon runs then.
+	// A start is "StartTime=now AdminComment=..." (a lease renewal is
+	// StartTime=now+N).
 	d.rule("kill-after.scontrol.requeuehold", " requeuehold ")
-	d.rule("kill-before.scontrol.release", " release ")
+	d.rule("kill-before.scontrol.start", startPattern)
 	armed := true
 	start := time.Now()
 	d.start()
@@ -81,8 +84,8 @@ func TestKill9Restarts(t *testing.T) {
 		dead := func() bool { ok, _ := d.alive(); return !ok }
 		if armed {
 			if !e2eutil.WaitFor(12*time.Second, dead) {
-				os.Remove(filepath.Join(d.shims, "rules", "kill-before.scontrol.release"))
-				os.Remove(filepath.Join(d.shims, "rules", "kill-after.scontrol.release"))
+				os.Remove(filepath.Join(d.shims, "rules", "kill-before.scontrol.start"))
+				os.Remove(filepath.Join(d.shims, "rules", "kill-after.scontrol.start"))
 			}
 		} else {
 			e2eutil.WaitFor(time.Duration(1000+rng.IntN(3000))*time.Millisecond, dead)
@@ -96,30 +99,35 @@ func TestKill9Restarts(t *testing.T) {
 		marker := filepath.Join(d.shims, "rules", "killed")
 		if b, err := os.ReadFile(marker); err == nil {
 			f := strings.Fields(string(b))
-			if len(f) >= 2 {
-				kind = f[0] + "-" + f[1] // before-release, after-release, after-requeuehold
+			switch {
+			case len(f) >= 2 && f[1] == "requeuehold":
+				kind = f[0] + "-requeuehold"
+			case len(f) >= 2 && strings.Contains(string(b), startPattern):
+				kind = f[0] + "-start" // before-start, after-start
+			case len(f) >= 2:
+				kind = f[0] + "-" + f[1]
 			}
 			os.Remove(marker)
 		}
 		kinds[kind]++
-		held := 0
+		waiting := 0
 		for _, j := range queue(t) {
-			if isHeld(j) {
-				held++
+			if waitsForHadar(j) {
+				waiting++
 			}
 		}
-		t.Logf("kill %d (%s) at %s: %d held jobs", k+1, kind, time.Since(start).Round(100*time.Millisecond), held)
+		t.Logf("kill %d (%s) at %s: %d jobs waiting for hadar", k+1, kind, time.Since(start).Round(100*time.Millisecond), waiting)
 		if len(ids) < 30 {
 			ids = append(ids, tc.submit(work[len(ids)]))
 		}
 		armed = k == 0
 		if armed {
-			d.rule("kill-after.scontrol.release", " release ")
+			d.rule("kill-after.scontrol.start", startPattern)
 		}
 		time.Sleep(time.Duration(rng.IntN(1500)) * time.Millisecond)
 		d.start()
 	}
-	for _, r := range []string{"kill-after.scontrol.requeuehold", "kill-before.scontrol.release", "kill-after.scontrol.release"} {
+	for _, r := range []string{"kill-after.scontrol.requeuehold", "kill-before.scontrol.start", "kill-after.scontrol.start"} {
 		os.Remove(filepath.Join(d.shims, "rules", r))
 	}
 	for len(ids) < 30 {
@@ -188,7 +196,7 @@ func TestKill9Restarts(t *testing.T) {
 	}
 	limit := 4*time.Second + 3*time.Second // one round + slack
 	if worst > limit {
-		t.Errorf("job %s stayed held %s while a node had room for it (limit: one round + 3 s = %s)", who, worst.Round(100*time.Millisecond), limit)
+		t.Errorf("job %s waited for hadar %s while a node had room for it (limit: one round + 3 s = %s)", who, worst.Round(100*time.Millisecond), limit)
 	}
 	migr := 0
 	for _, a := range d.actions() {
@@ -200,7 +208,7 @@ func TestKill9Restarts(t *testing.T) {
 	for _, n := range rel {
 		totalRel += n
 	}
-	record(t, "30 jobs, 10 kill -9 (%v), seed %d: all COMPLETED in %s; %d runs, %d migrations, %d releases in Slurm's log, no double release; restart to first round max %.2fs; longest hold with room %.1fs (job %s, %d samples); runs again because a migration's requeue met the job's end: %d %v",
+	record(t, "30 jobs, 10 kill -9 (%v), seed %d: all COMPLETED in %s; %d runs, %d migrations, %d releases in Slurm's log, no double release; restart to first round max %.2fs; longest wait with room %.1fs (job %s, %d samples); runs again because a migration's requeue met the job's end: %d %v",
 		kinds, seed(), makespan.Round(time.Second), runs, migr, totalRel, maxOf(fr), worst.Seconds(), who, samples, len(raced), raced)
 }
 
@@ -209,6 +217,11 @@ func TestKill9Restarts(t *testing.T) {
 // at the queue and the requeuehold, a few commands' latency across the
 // container network, with room for a loaded machine.
 const endRace = 2 * time.Second
+
+// startPattern is what the scontrol shim matches in hadar's start of a
+// job: "update JobId=a,b StartTime=now AdminComment=hadar: placed ..."
+// (not a lease renewal, StartTime=now+N).
+const startPattern = "StartTime=now AdminComment="
 
 // 2. slurmctld stopped in the middle of a round (the shim stops it just
 // before a NodeList update), kept down 30 s, then restarted the way the
@@ -451,8 +464,9 @@ func ctldEventsAfter(t *testing.T, t0 time.Time) []startEvent {
 }
 
 // 4. scontrol fails for one job of a batch, once: first its NodeList
-// update, then its part of a batched release. The other jobs' actions
-// still happen in that round; the failed job is placed the next round.
+// update, then its part of a batched start (StartTime=now). The other
+// jobs' actions still happen in that round; the failed job is placed the
+// next round.
 func TestScontrolFailsForOneJob(t *testing.T) {
 	tc := need(t)
 	cfg := defaultDaemonConfig()
@@ -472,7 +486,7 @@ func TestScontrolFailsForOneJob(t *testing.T) {
 		}
 		waitDone(t, ids, 90*time.Second)
 		// Round of the failure vs round where the others and the victim
-		// were released.
+		// were started.
 		relRound := map[string]int64{}
 		failRound := int64(-1)
 		for _, a := range d.actions() {
@@ -480,7 +494,7 @@ func TestScontrolFailsForOneJob(t *testing.T) {
 				if id == victim && a.Result == "error" && failRound < 0 {
 					failRound = a.Round
 				}
-				if a.Kind == "release" && a.Done() {
+				if a.Kind == "start-now" && a.Done() {
 					if _, ok := relRound[id]; !ok {
 						relRound[id] = a.Round
 					}
@@ -494,24 +508,25 @@ func TestScontrolFailsForOneJob(t *testing.T) {
 			if id == victim {
 				continue
 			}
-			// A batched release that failed for one id is recorded as a
+			// A batched start that failed for one id is recorded as a
 			// failed action for the whole batch; Slurm's log shows that
-			// the others were released in that same round.
+			// the others were started in that same round.
 			if r, ok := relRound[id]; ok && r > failRound {
-				t.Errorf("%s: job %s released in round %d, after the failure round %d", pattern, id, r, failRound)
+				t.Errorf("%s: job %s started in round %d, after the failure round %d", pattern, id, r, failRound)
 			}
 		}
 		if r, ok := relRound[victim]; !ok || r <= failRound {
-			t.Errorf("%s: victim %s released in round %v, want after the failure round %d", pattern, victim, r, failRound)
+			t.Errorf("%s: victim %s started in round %v, want after the failure round %d", pattern, victim, r, failRound)
 		}
 		assertAllCompleted(t, ids)
-		rel := assertNoDoubleRelease(t, ids)
+		assertNoDoubleRelease(t, ids)
+		comp := jobcompRecords(t)
 		for _, id := range ids {
-			if rel[id] != 1 {
-				t.Errorf("%s: job %s released %d times by Slurm's log", pattern, id, rel[id])
+			if len(comp[id]) != 1 {
+				t.Errorf("%s: job %s ran %d times by the jobcomp log: %v", pattern, id, len(comp[id]), comp[id])
 			}
 		}
-		record(t, "scontrol %s failing once for job %s among 6: the 5 others released in round %d, the job itself retried and released in round %d; all COMPLETED",
+		record(t, "scontrol %s failing once for job %s among 6: the 5 others started in round %d, the job itself retried and started in round %d; all COMPLETED, one run each",
 			pattern, victim, failRound, relRound[victim])
 	}
 	v1, ids1 := runOne("NodeList=")
@@ -523,9 +538,9 @@ func TestScontrolFailsForOneJob(t *testing.T) {
 	if code := d.term(); code != 0 {
 		t.Fatalf("daemon exited %d on SIGTERM between the two faults", code)
 	}
-	v2, ids2 := runOne("release")
+	v2, ids2 := runOne(startPattern)
 	d.start()
-	check("release", v2, ids2)
+	check(startPattern, v2, ids2)
 	d.term()
 	d.assertHealthyLog()
 }
@@ -613,8 +628,9 @@ func TestStateDatabaseLost(t *testing.T) {
 }
 
 // 6. hadar-slurmd stopped for good (SIGTERM): within one poll interval
-// every held hadar job is released to Slurm's scheduler, and runs. Jobs
-// submitted after it stopped stay held until `hadar-slurmd --release-all`.
+// the lease of every job waiting for hadar ends (StartTime=now), and they
+// run under Slurm. Jobs submitted after it stopped get job_submit.lua's
+// lease; `hadar-slurmd --release-all` ends it at once.
 func TestFailOpenOnStop(t *testing.T) {
 	tc := need(t)
 	d := tc.newDaemon("d", defaultDaemonConfig())
@@ -623,65 +639,63 @@ func TestFailOpenOnStop(t *testing.T) {
 		ids = append(ids, tc.submit(tagged(t, sleepModels[i%len(sleepModels)], 1, 8)))
 	}
 	d.start()
-	var held int
+	var waiting int
 	if !e2eutil.WaitFor(setupWait, func() bool {
-		held = 0
+		waiting = 0
 		running := 0
 		for _, j := range queue(t) {
-			if isHeld(j) {
-				held++
+			if waitsForHadar(j) {
+				waiting++
 			}
 			if j.State == "RUNNING" {
 				running++
 			}
 		}
-		return running >= 15 && held > 0
+		return running >= 15 && waiting > 0
 	}) {
-		t.Fatal("no mix of running and held jobs")
+		t.Fatal("no mix of running jobs and jobs on hadar's lease")
 	}
 	sent := time.Now()
 	d.signal(15)
-	var allReleased time.Duration
+	var allEnded time.Duration
 	e2eutil.WaitFor(10*time.Second, func() bool {
 		for _, j := range queue(t) {
-			if isHeld(j) {
+			if waitsForHadar(j) {
 				return false
 			}
 		}
-		allReleased = time.Since(sent)
+		allEnded = time.Since(sent)
 		return true
 	})
 	err, ok := d.wait(30 * time.Second)
 	if !ok || err != nil {
 		t.Fatalf("daemon exit after SIGTERM: %v (exited: %v)", err, ok)
 	}
-	if allReleased == 0 {
-		t.Fatalf("held jobs not all released 10s after SIGTERM")
+	if allEnded == 0 {
+		t.Fatalf("jobs still on hadar's lease 10s after SIGTERM")
 	}
 	// When the jobs were handed back is when the daemon's last scontrol
-	// release returned, which its log records; the queue above saw it one
+	// update returned, which its log records; the queue above saw it one
 	// squeue later (on a loaded 2-core machine squeue alone takes up to
-	// ~0.5 s), and so does the daemon's summary line, which comes after
-	// its own check of the queue.
-	var released time.Time
-	summary := false
+	// ~0.5 s) and after Slurm's next look at the job's reason.
+	var handed time.Time
+	jobs := 0
 	for _, e := range d.log() {
-		switch e.str("msg") {
-		case "release all: released the jobs the last poll saw held", "release all: released the held jobs the queue showed":
-			released, _ = time.Parse(time.RFC3339Nano, e.str("time"))
-		case "released every held hadar job to Slurm's scheduler":
-			summary = summary || int(e.num("jobs")) == held
+		if e.str("msg") == "handed every tagged job hadar held to Slurm's scheduler" {
+			handed, jobs = e.time(), int(e.num("jobs"))
 		}
 	}
-	if released.IsZero() || !summary {
-		t.Fatalf("no log of releasing the %d held jobs", held)
+	// A round between the count above and the signal may start some.
+	if handed.IsZero() || jobs == 0 || jobs > waiting {
+		t.Fatalf("no log of handing the %d waiting jobs to Slurm (logged %d)", waiting, jobs)
 	}
-	if took := released.Sub(sent); took > time.Second {
-		t.Fatalf("held jobs released %s after SIGTERM (the daemon's log; the queue showed them released after %s), want within one poll interval (1s)",
-			took, allReleased)
+	if took := handed.Sub(sent); took > time.Second {
+		t.Fatalf("leases ended %s after SIGTERM (the daemon's log; the queue showed it after %s), want within one poll interval (1s)",
+			took, allEnded)
 	}
-	// Jobs submitted while hadar is off are held by job_submit.lua until
-	// `hadar-slurmd --release-all` (the documented way to turn hadar off).
+	// Jobs submitted while hadar is off wait on job_submit.lua's lease
+	// until `hadar-slurmd --release-all` (the documented way to turn hadar
+	// off) ends it, or it runs out.
 	var late []string
 	for range 3 {
 		late = append(late, tc.submit(tagged(t, "a3c", 1, 4)))
@@ -689,19 +703,32 @@ func TestFailOpenOnStop(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	for _, j := range queue(t) {
 		for _, id := range late {
-			if j.ID() == id && !isHeld(j) {
-				t.Errorf("job %s submitted with hadar off is not held: %s %s", id, j.State, j.Reason)
+			if j.ID() == id && !waitsForHadar(j) {
+				t.Errorf("job %s submitted with hadar off is not on its lease: %s %s", id, j.State, j.Reason)
 			}
 		}
 	}
+	releaseAll := time.Now()
 	if r := e2eutil.Run(0, nil, filepath.Join(binDir, "hadar-slurmd"), "--config", d.cfgPath, "--release-all"); r.Err != nil {
 		t.Fatalf("--release-all: %v %s", r.Err, r.Stdout)
+	}
+	var lateEnded time.Duration
+	if !e2eutil.WaitFor(15*time.Second, func() bool {
+		for _, j := range queue(t) {
+			if slices.Contains(late, j.ID()) && waitsForHadar(j) {
+				return false
+			}
+		}
+		lateEnded = time.Since(releaseAll)
+		return true
+	}) {
+		t.Errorf("jobs submitted after the stop still on their lease 15s after --release-all")
 	}
 	ids = append(ids, late...)
 	waitDone(t, ids, 120*time.Second)
 	assertAllCompleted(t, ids)
 	assertNoDoubleRelease(t, ids)
 	d.assertHealthyLog()
-	record(t, "SIGTERM with %d held jobs: all released %dms after the signal (poll interval 1s; the queue showed it after %dms), exit 0; 3 jobs submitted after the stop stayed held until --release-all; all %d COMPLETED under Slurm alone",
-		held, released.Sub(sent).Milliseconds(), allReleased.Milliseconds(), len(ids))
+	record(t, "SIGTERM with %d jobs on hadar's lease: all leases ended %dms after the signal (poll interval 1s; the queue showed it after %dms), exit 0; 3 jobs submitted after the stop waited on job_submit.lua's lease until --release-all ended it (%dms); all %d COMPLETED under Slurm alone",
+		waiting, handed.Sub(sent).Milliseconds(), allEnded.Milliseconds(), lateEnded.Milliseconds(), len(ids))
 }

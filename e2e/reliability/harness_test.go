@@ -337,6 +337,15 @@ func byID(jobs []slurm.Job) map[string]slurm.Job {
 	return m
 }
 
+// waitsForHadar reports whether a pending job waits for hadar: on its
+// begin-time lease (reason BeginTime: job_submit.lua's, renewed by hadar),
+// or in hadar's own hold (a migration's requeuehold, released in the same
+// round).
+func waitsForHadar(j slurm.Job) bool {
+	return j.State == "PENDING" && (j.Reason == "BeginTime" || j.Reason == "job_requeued_in_held_state" || j.Reason == "job requeued in held state")
+}
+
+// isHeld reports whether a pending job is held by its owner or an admin.
 func isHeld(j slurm.Job) bool {
 	return j.State == "PENDING" && (j.Reason == "JobHeldUser" || j.Reason == "JobHeldAdmin")
 }
@@ -776,7 +785,7 @@ func (d *daemon) start(extraArgs ...string) {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), "SLURM_CONF="+slurmConf, "HADAR_CONFIG=")
 	// If the test binary dies (a -timeout panic), the daemon stops too,
-	// releasing what it held.
+	// ending its leases.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
@@ -864,7 +873,7 @@ func (d *daemon) term() int {
 	return 0
 }
 
-// stop ends the daemon at the end of a test (SIGTERM: held jobs are released).
+// stop ends the daemon at the end of a test (SIGTERM: hadar's leases end).
 func (d *daemon) stop() {
 	if ok, _ := d.alive(); !ok {
 		d.wait(time.Second)
@@ -990,7 +999,7 @@ func (d *daemon) shimCalls() []string {
 // ---------------------------------------------------------------- stall detector
 
 // stallWatch samples the queue and the nodes every second and measures,
-// for each held tagged job, how long it stayed held while a node hadar
+// for each tagged job waiting for hadar, how long it waited while a node hadar
 // uses had room for it and the daemon was running (counted from the later
 // of the room appearing and the daemon's last start).
 type stallWatch struct {
@@ -1053,7 +1062,7 @@ func (w *stallWatch) sample() {
 	}
 	seen := map[string]bool{}
 	for _, j := range jobs {
-		if !isHeld(j) || !strings.HasPrefix(j.Comment, "hadar") || gpus(j) == 0 || gpus(j) > maxFree {
+		if !waitsForHadar(j) || !strings.HasPrefix(j.Comment, "hadar") || gpus(j) == 0 || gpus(j) > maxFree {
 			continue
 		}
 		id := j.ID()

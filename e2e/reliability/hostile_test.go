@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hadar-sched/hadar/internal/e2eutil"
+	"github.com/hadar-sched/hadar/slurm"
 )
 
 // canaries are the files a hostile job text would create if anything ran
@@ -41,16 +42,19 @@ func refusedAsUser(args ...string) (bool, string) {
 var reInvalidUser = regexp.MustCompile(`Invalid user id for job [0-9]+`)
 
 // isRefusal reports whether scontrol's message is a refusal of the
-// change: job_submit.lua's "Access/permission denied" (22.05 and 24.11) or
-// slurmctld's "Invalid user id for job N" (24.11).
+// change: job_submit.lua's "Access/permission denied" (22.05 and 24.11),
+// slurmctld's "Invalid user id for job N" (24.11), or its refusal of a
+// user's higher priority ("change nice instead").
 func isRefusal(msg string) bool {
-	return strings.Contains(msg, "Access/permission denied") || reInvalidUser.MatchString(msg)
+	return strings.Contains(msg, "Access/permission denied") || reInvalidUser.MatchString(msg) ||
+		strings.Contains(msg, "Changes to job priority are not persistent, change nice instead")
 }
 
 // 8. Hostile and bad input on the real cluster: shell metacharacters,
 // quotes, newlines, escape sequences, long and non-UTF-8 text in job
 // names, work dirs and comments; malformed tags; untagged jobs alongside;
-// and an unprivileged user trying to release or change a held hadar job.
+// and an unprivileged user holding, releasing and shortening his own tagged
+// job, and trying to take it from hadar or re-target it.
 func TestHostileInput(t *testing.T) {
 	tc := need(t)
 	cfg := defaultDaemonConfig()
@@ -113,23 +117,41 @@ func TestHostileInput(t *testing.T) {
 		"U3": tc.submit(job{Seconds: 4, Name: "untagged-cpu"}),
 		"U4": tc.submit(job{Comment: "hadarx not a tag", GPUs: 1, Seconds: 4, Name: "untagged-4"}),
 	}
-	// The unprivileged user's own tagged job: held, and out of its reach.
+	// The unprivileged user's own tagged job: on hadar's lease; he may hold
+	// and release it and shorten its time limit, but not take it from
+	// hadar, re-target it or raise its priority.
 	mine := tc.submit(job{Comment: ok, GPUs: 1, Seconds: 12, Name: "users-own", User: testUser})
 	all = append(all, mine)
 	uheld := tc.submit(job{GPUs: 1, Seconds: 2, Name: "users-untagged-held", User: testUser, Extra: []string{"--hold"}})
 	time.Sleep(time.Second)
 	q := byID(queue(t))
-	if !isHeld(q[mine]) {
-		t.Fatalf("the user's tagged job %s is not held at submission: %+v", mine, q[mine])
+	if !waitsForHadar(q[mine]) {
+		t.Fatalf("the user's tagged job %s is not on hadar's lease at submission: %+v", mine, q[mine])
+	}
+	allowed := 0
+	for _, step := range []struct {
+		args []string
+		want func(slurm.Job) bool
+	}{
+		{[]string{"hold", mine}, isHeld},
+		{[]string{"release", mine}, waitsForHadar},
+		{[]string{"update", "JobId=" + mine, "TimeLimit=5"}, waitsForHadar},
+	} {
+		if r := asTestUser().Run("scontrol", step.args...); r.Err != nil {
+			t.Errorf("user %s: `scontrol %s`: %v", testUser, strings.Join(step.args, " "), r.Err)
+			continue
+		}
+		var j slurm.Job
+		if !e2eutil.WaitFor(10*time.Second, func() bool { j = byID(queue(t))[mine]; return step.want(j) }) {
+			t.Errorf("after the user's `scontrol %s` his job is %s %s", strings.Join(step.args, " "), j.State, j.Reason)
+		}
+		allowed++
 	}
 	denied := 0
 	for _, args := range [][]string{
-		{"release", mine},
-		{"uhold", mine},
 		{"update", "JobId=" + mine, "NodeList=node1"},
 		{"update", "JobId=" + mine, "Comment=not hadar any more"},
 		{"update", "JobId=" + mine, "Priority=100000"},
-		{"update", "JobId=" + mine, "TimeLimit=5"},
 		{"update", "JobId=" + ids["M1-negative-steps"], "Comment=hadar model=resnet50-bs64 steps=5"},
 		{"update", "JobId=" + uheld, "Comment=hadar"},
 	} {
@@ -139,7 +161,7 @@ func TestHostileInput(t *testing.T) {
 			denied++
 		}
 	}
-	if j := byID(queue(t))[mine]; !isHeld(j) || j.Comment != ok {
+	if j := byID(queue(t))[mine]; !waitsForHadar(j) || j.Comment != ok {
 		t.Errorf("after the refused attempts the user's job is %s %s %q", j.State, j.Reason, j.Comment)
 	}
 	e2eutil.Run(0, nil, "scancel", uheld)
@@ -265,8 +287,8 @@ func TestHostileInput(t *testing.T) {
 	}
 	record(t, "%d hostile/malformed jobs + %d valid + %d untagged: no canary file created; %d scheduled by hadar, %d passed through with an AdminComment reason; the forged squeue record never acted on; untagged jobs never named, updated, held or requeued (Restarts=0, one run); log one record per line, valid UTF-8, no raw control chars",
 		len(cases)-3, 3, len(untagged), placed, passed)
-	record(t, "user %s: %d of 8 attempts to release/hold/re-target/re-tag/re-prioritise a hadar-held job (or tag an untagged one) refused (Access/permission denied, or 24.11's Invalid user id); its own requeue of the running job was %s",
-		testUser, denied, map[bool]string{true: "taken back by hadar (re-hold, re-placed), job COMPLETED", false: "refused"}[requeued])
+	record(t, "user %s: hold, release and TimeLimit=5 of his own tagged job done (%d of 3; back on hadar's lease after the release); %d of 5 attempts to re-target/re-tag/re-prioritise it (or tag an untagged one) refused (Access/permission denied, Slurm's \"change nice instead\", or 24.11's Invalid user id); its own requeue of the running job was %s",
+		testUser, allowed, denied, map[bool]string{true: "taken back by hadar (re-hold, re-placed), job COMPLETED", false: "refused"}[requeued])
 }
 
 // TestIsRefusal: the refusals of both Slurm versions count, a failure of
@@ -279,6 +301,7 @@ func TestIsRefusal(t *testing.T) {
 		{"scontrol update JobId=12 NodeList=node2: exit status 1: Access/permission denied for job 12", true},
 		{"scontrol release 12: exit status 1: Access/permission denied for job 12\nslurm_suspend error: Access/permission denied", true},
 		{"scontrol update JobId=57 NodeList=node2: exit status 1: Invalid user id for job 57", true},
+		{"scontrol update JobId=11 Priority=100: exit status 1: Changes to job priority are not persistent, change nice instead for job 11", true},
 		{"scontrol update JobId=57 NodeList=node2: exit status 1: Invalid job id specified", false},
 		{"scontrol update JobId=57 NodeList=node2: exit status 1: Invalid user id for job", false},
 		{"", false},

@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,11 +25,11 @@ func startThirtyJobs(t *testing.T, tc *tcase) (*daemon, []string) {
 	return d, ids
 }
 
-// heldIDs are the held jobs of the queue.
-func heldIDs(t *testing.T) map[string]bool {
+// waitingIDs are the jobs of the queue that wait for hadar (on its lease).
+func waitingIDs(t *testing.T) map[string]bool {
 	out := map[string]bool{}
 	for _, j := range queue(t) {
-		if isHeld(j) {
+		if waitsForHadar(j) {
 			out[j.ID()] = true
 		}
 	}
@@ -35,15 +37,16 @@ func heldIDs(t *testing.T) map[string]bool {
 }
 
 // 13.3. A second hadar-slurmd with the same config exits at once, non-zero,
-// naming the first; it touches nothing: the first one's held jobs stay held
-// (and no round or release of its own reaches Slurm or the state database).
+// naming the first; it touches nothing: the first one's jobs stay on its
+// lease (and no round or fail-open of its own reaches Slurm or the state
+// database).
 func TestSecondDaemonRefused(t *testing.T) {
 	tc := need(t)
 	d, ids := startThirtyJobs(t, tc)
-	if !e2eutil.WaitFor(30*time.Second, func() bool { return len(heldIDs(t)) > 0 && d.waitRounds(1, time.Second) }) {
-		t.Fatal("no held jobs under the first daemon")
+	if !e2eutil.WaitFor(30*time.Second, func() bool { return len(waitingIDs(t)) > 0 && d.waitRounds(1, time.Second) }) {
+		t.Fatal("no jobs on the lease of the first daemon")
 	}
-	before := heldIDs(t)
+	before := waitingIDs(t)
 	roundsBefore := len(d.rounds())
 	start := time.Now()
 	second := exec.Command(filepath.Join(binDir, "hadar-slurmd"), "--config", d.cfgPath)
@@ -60,12 +63,12 @@ func TestSecondDaemonRefused(t *testing.T) {
 	if took > 5*time.Second {
 		t.Errorf("second daemon took %s to give up, want at once", took)
 	}
-	// It stopped before its first Slurm command: no round, no release.
+	// It stopped before its first Slurm command: no round, no fail-open.
 	if n := len(d.rounds()); n < roundsBefore {
 		t.Errorf("rounds went from %d to %d", roundsBefore, n)
 	}
-	if strings.Contains(string(out), "released every held hadar job") || strings.Contains(string(out), `"msg":"round"`) {
-		t.Errorf("the second daemon ran a round or released jobs:\n%s", out)
+	if strings.Contains(string(out), "to Slurm's scheduler") || strings.Contains(string(out), `"msg":"round"`) {
+		t.Errorf("the second daemon ran a round or handed jobs to Slurm:\n%s", out)
 	}
 	ok, _ := d.alive()
 	if !ok {
@@ -75,51 +78,152 @@ func TestSecondDaemonRefused(t *testing.T) {
 	d.term()
 	assertAllCompleted(t, ids)
 	assertNoDoubleRelease(t, ids)
-	record(t, "second daemon exited %d in %dms (\"%s\"); %d jobs held by the first stayed its own; all %d COMPLETED, no double release",
+	record(t, "second daemon exited %d in %dms (\"%s\"); %d jobs on the first one's lease stayed its own; all %d COMPLETED, no double release",
 		ee.ExitCode(), took.Milliseconds(), firstLine(string(out), "another hadar-slurmd"), len(before), len(ids))
 }
 
-// 13.6. SIGKILL of the daemon: its fail-open guardian hands every held job
-// back to Slurm within a bound, with no restart, and all of them run.
+// 13.6. SIGKILL of the daemon: its fail-open guardian ends the lease of
+// every job waiting for hadar within a bound, with no restart, and all of
+// them run.
 func TestKill9FailsOpen(t *testing.T) {
 	tc := need(t)
 	d, ids := startThirtyJobs(t, tc)
+	waitMix(t)
+	waiting := len(waitingIDs(t))
+	killed := time.Now()
+	d.kill9()
+	var ended time.Duration
+	if !e2eutil.WaitFor(failOpenBound, func() bool {
+		if len(waitingIDs(t)) > 0 {
+			return false
+		}
+		ended = time.Since(killed)
+		return true
+	}) {
+		t.Fatalf("%d jobs still on hadar's lease %s after SIGKILL, want none after %s", len(waitingIDs(t)), failOpenBound, failOpenBound)
+	}
+	waitDone(t, ids, 180*time.Second)
+	assertAllCompleted(t, ids)
+	assertNoDoubleRelease(t, ids)
+	record(t, "SIGKILL with %d jobs waiting on hadar's lease: the guardian ended all their leases %dms after the kill (bound %s), no restart; all %d COMPLETED",
+		waiting, ended.Milliseconds(), failOpenBound, len(ids))
+}
+
+// waitMix waits until some jobs run and others wait on hadar's lease.
+func waitMix(t *testing.T) {
+	t.Helper()
 	if !e2eutil.WaitFor(30*time.Second, func() bool {
-		held, running := 0, 0
+		waiting, running := 0, 0
 		for _, j := range queue(t) {
-			if isHeld(j) {
-				held++
+			if waitsForHadar(j) {
+				waiting++
 			}
 			if j.State == "RUNNING" {
 				running++
 			}
 		}
-		return held > 0 && running > 0
+		return waiting > 0 && running > 0
 	}) {
-		t.Fatal("no mix of running and held jobs")
+		t.Fatal("no mix of running jobs and jobs on hadar's lease")
 	}
-	held := len(heldIDs(t))
+}
+
+// SIGKILL of the daemon and of its guardian (a host's crash, the OOM
+// killer taking both): no one ends or renews the leases, and every tagged
+// job becomes Slurm's when its lease runs out, within one lease (120 s) of
+// the kill; a tagged job submitted while hadar-slurmd is dead, within one
+// lease of its submission. All of them run and complete under Slurm alone.
+func TestKill9NoGuardianLeaseRunsOut(t *testing.T) {
+	tc := need(t)
+	d, ids := startThirtyJobs(t, tc)
+	waitMix(t)
+	guardian := 0
+	for _, e := range d.log() {
+		if e.str("msg") == "fail-open guardian started" {
+			guardian = int(e.num("pid"))
+		}
+	}
+	if guardian == 0 {
+		t.Fatal("the daemon logged no fail-open guardian")
+	}
+	if err := syscall.Kill(guardian, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill -9 of the guardian %d: %v", guardian, err)
+	}
 	killed := time.Now()
 	d.kill9()
-	var released time.Duration
-	if !e2eutil.WaitFor(failOpenBound, func() bool {
-		if len(heldIDs(t)) > 0 {
-			return false
+	waiting := waitingIDs(t)
+	// Submitted with hadar-slurmd dead: job_submit.lua still gives the lease.
+	late := []string{tc.submit(tagged(t, sleepModels[0], 1, 5)), tc.submit(tagged(t, sleepModels[1], 1, 5))}
+	lateAt := time.Now()
+	ids = append(ids, late...)
+	for id, j := range byID(queue(t)) {
+		if slices.Contains(late, id) && !waitsForHadar(j) {
+			t.Errorf("job %s submitted with hadar dead is %s %s, want on its lease", id, j.State, j.Reason)
 		}
-		released = time.Since(killed)
-		return true
-	}) {
-		t.Fatalf("%d jobs still held %s after SIGKILL, want none after %s", len(heldIDs(t)), failOpenBound, failOpenBound)
+	}
+	// Each job's lease ended when Slurm's reason for it is no longer
+	// BeginTime (it then runs, or waits for GPUs like any job).
+	ended := map[string]time.Duration{}
+	bound := leaseLength + leaseMargin
+	e2eutil.WaitEvery(time.Until(lateAt.Add(bound)), 500*time.Millisecond, func() bool {
+		q := byID(queue(t))
+		for id := range waiting {
+			if _, ok := ended[id]; !ok && !waitsForHadar(q[id]) {
+				ended[id] = time.Since(killed)
+			}
+		}
+		for _, id := range late {
+			if _, ok := ended[id]; !ok && !waitsForHadar(q[id]) {
+				ended[id] = time.Since(lateAt)
+			}
+		}
+		return len(ended) == len(waiting)+len(late)
+	})
+	var worst, worstLate time.Duration
+	for id := range waiting {
+		e, ok := ended[id]
+		if !ok || e > bound {
+			t.Errorf("job %s still on hadar's lease %s after the kill of the daemon and its guardian (bound: the lease %s + %s)", id, time.Since(killed).Round(time.Second), leaseLength, leaseMargin)
+		}
+		worst = max(worst, e)
+	}
+	for _, id := range late {
+		e, ok := ended[id]
+		if !ok || e > bound {
+			t.Errorf("job %s submitted with hadar dead still on its lease %s after its submission (bound %s)", id, time.Since(lateAt).Round(time.Second), bound)
+		}
+		worstLate = max(worstLate, e)
 	}
 	waitDone(t, ids, 180*time.Second)
 	assertAllCompleted(t, ids)
-	assertNoDoubleRelease(t, ids)
-	record(t, "SIGKILL with %d held jobs: the guardian released all %dms after the kill (bound %s), no restart; all %d COMPLETED",
-		held, released.Milliseconds(), failOpenBound, len(ids))
+	if n := countMsg(d, "handed every tagged job hadar held to Slurm's scheduler"); n != 0 {
+		t.Errorf("something handed the jobs over (%d log lines), want the leases to run out alone", n)
+	}
+	record(t, "SIGKILL of the daemon and its guardian with %d jobs on hadar's lease: all leases ran out, the last %.1fs after the kill (bound: lease %s + %s); 2 tagged jobs submitted while hadar was dead became Slurm's %.1fs after their submission; all %d COMPLETED under Slurm alone",
+		len(waiting), worst.Seconds(), leaseLength, leaseMargin, worstLate.Seconds(), len(ids))
 }
 
+// countMsg counts the daemon's log lines with message msg.
+func countMsg(d *daemon, msg string) int {
+	n := 0
+	for _, e := range d.log() {
+		if e.str("msg") == msg {
+			n++
+		}
+	}
+	return n
+}
+
+// leaseLength is job_submit.lua's HADAR_LEASE_SECONDS (hadar.toml's lease,
+// default 2m); leaseMargin what Slurm may take past a begin time to see
+// that the job is eligible (its scheduler runs every few seconds, bf_interval=2).
+const (
+	leaseLength = 120 * time.Second
+	leaseMargin = 10 * time.Second
+)
+
 // failOpenBound is the stated bound (docs/reliability.md) from the daemon's
-// death to its jobs' release by the guardian.
+// death to the end of its jobs' leases by the guardian.
 const failOpenBound = 10 * time.Second
 
 func firstLine(s, containing string) string {

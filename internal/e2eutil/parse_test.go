@@ -3,6 +3,7 @@ package e2eutil
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -50,6 +51,41 @@ func TestParseQueue(t *testing.T) {
 		if diff := cmp.Diff(tc.want, ParseQueue(tc.out)); diff != "" {
 			t.Errorf("%s: ParseQueue (-want +got):\n%s", tc.name, diff)
 		}
+	}
+}
+
+func TestQueuedJobLeaseAndHold(t *testing.T) {
+	// Reasons as the test cluster's squeue prints them (%r).
+	for _, tc := range []struct {
+		j             QueuedJob
+		onLease, held bool
+	}{
+		{QueuedJob{State: "PENDING", Reason: "BeginTime"}, true, false},
+		{QueuedJob{State: "PENDING", Reason: "JobHeldUser"}, false, true},
+		{QueuedJob{State: "PENDING", Reason: "JobHeldAdmin"}, false, true},
+		{QueuedJob{State: "PENDING", Reason: "job_requeued_in_held_state"}, false, false},
+		{QueuedJob{State: "PENDING", Reason: "None"}, false, false},
+		{QueuedJob{State: "RUNNING", Reason: "None", Nodes: "node1"}, false, false},
+		{QueuedJob{}, false, false}, // not in the queue
+	} {
+		if got := tc.j.OnLease(); got != tc.onLease {
+			t.Errorf("%+v.OnLease() = %v, want %v", tc.j, got, tc.onLease)
+		}
+		if got := tc.j.Held(); got != tc.held {
+			t.Errorf("%+v.Held() = %v, want %v", tc.j, got, tc.held)
+		}
+	}
+}
+
+func TestParseStartTime(t *testing.T) {
+	// squeue -h -o %S of a tagged job on its lease (the test cluster).
+	got, err := ParseStartTime("2026-12-07T14:40:55\n")
+	if want := time.Date(2026, 12, 7, 14, 40, 55, 0, time.Local); err != nil || !got.Equal(want) {
+		t.Errorf("ParseStartTime = %v, %v; want %v", got, err, want)
+	}
+	// A job Slurm has no start time for (hand-written: squeue prints N/A).
+	if _, err := ParseStartTime("N/A\n"); err == nil {
+		t.Error("ParseStartTime(N/A): no error")
 	}
 }
 

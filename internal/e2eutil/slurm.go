@@ -45,6 +45,36 @@ type QueuedJob struct {
 	State, Reason, Nodes string
 }
 
+// OnLease reports whether the job waits on a begin time: hadar's lease
+// (job_submit.lua's, renewed while hadar keeps it waiting) or its user's
+// --begin. squeue says PENDING, reason BeginTime.
+func (j QueuedJob) OnLease() bool { return j.State == "PENDING" && j.Reason == "BeginTime" }
+
+// Held reports whether the job is held: by its owner (JobHeldUser: sbatch
+// -H, scontrol hold, hadar's own requeuehold) or an admin (JobHeldAdmin).
+func (j QueuedJob) Held() bool {
+	return j.State == "PENDING" && (j.Reason == "JobHeldUser" || j.Reason == "JobHeldAdmin")
+}
+
+// StartTime is squeue's %S of job id on the cluster of conf: the begin
+// time of a job on a lease, the start of a running one.
+func StartTime(conf, id string) (time.Time, error) {
+	r := Run(30*time.Second, SlurmEnv(conf), "squeue", "-h", "-j", id, "-o", "%S")
+	if r.Err != nil {
+		return time.Time{}, r.Err
+	}
+	return ParseStartTime(r.Stdout)
+}
+
+// ParseStartTime reads squeue's %S ("2026-12-07T14:52:03", local time).
+func ParseStartTime(out string) (time.Time, error) {
+	t, err := time.ParseInLocation("2006-01-02T15:04:05", strings.TrimSpace(out), time.Local)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("squeue %%S: %w", err)
+	}
+	return t, nil
+}
+
 // Queue is squeue's view of the jobs ids (of every job when ids is nil)
 // on the cluster of conf ("" for SLURM_CONF's), by job id.
 func Queue(conf string, ids []string) (map[string]QueuedJob, error) {
