@@ -6,7 +6,9 @@
 #   /shared/cluster   the cluster's state directory: slurm.conf, gres.conf, cgroup.conf
 #                     (24.11), job_submit.lua, state/, spool/<node>/, log/, dev/<node>/, jobs/
 #   /shared/munge     the munge key, created by slurmctld
-#   /shared/spool     hadar's spool (/var/spool/hadar on every host is a link to it)
+#   /shared/spool     hadar's spool (/var/spool/hadar on every host is a link to it): root's,
+#                     mode 0755, as hadar-slurmd requires; it makes progress/ and copies/
+#                     in it writable by every user
 #   /shared/tmp       TMPDIR of the tests (their work directories, hadar's spool)
 #   /shared/bin       hadar and hadar-slurmd, copied there by contrib/docker/cluster up
 #                     (or, when missing, from $HADAR_REPO/bin by slurmctld)
@@ -69,7 +71,8 @@ start_munged() {
 render() {
 	mkdir -p "$dir"/{state,run,log,jobs} /shared/tmp /shared/spool
 	chmod 0755 /shared "$dir"
-	chmod 1777 "$dir/jobs" /shared/tmp /shared/spool
+	chmod 1777 "$dir/jobs" /shared/tmp
+	chmod 0755 /shared/spool
 	"$repo/contrib/testcluster/render" --mode docker --layout "$layout" --dir "$dir" --out "$dir" \
 		--slurmd-timeout "${HADAR_SLURMD_TIMEOUT:-300}"
 	cp -f "$repo/contrib/slurm/job_submit.lua" "$dir/job_submit.lua.tmp"
@@ -98,10 +101,13 @@ fake_gpus() {
 ctld_up() { scontrol ping 2>/dev/null | grep -q ' is UP'; }
 
 # hadar's default spool (/var/spool/hadar, where `hadar report` in a job writes) is the
-# shared one on every host, as a site shares it between the nodes and hadar-slurmd.
+# shared one on every host, as a site shares it between the nodes and hadar-slurmd. It is
+# root's and not writable by others (hadar-slurmd refuses a spool_dir users could change,
+# see docs/security.md); users write only in the progress/ and copies/ directories that
+# hadar-slurmd makes in it.
 shared_spool() {
 	mkdir -p /shared/spool /var/spool
-	chmod 1777 /shared/spool
+	chmod 0755 /shared/spool
 	if [[ ! -L /var/spool/hadar ]]; then
 		rm -rf /var/spool/hadar
 		ln -s /shared/spool /var/spool/hadar

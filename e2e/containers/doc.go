@@ -5,7 +5,8 @@
 // filesystem) and break it the way real hosts break: a node container
 // killed while it runs hadar's jobs, a node cut off the network, the
 // hadar-slurmd host cut off from slurmctld, the slurmctld container
-// restarted, the hadar-slurmd container killed -9.
+// restarted, the hadar-slurmd container killed -9 (started again, or left
+// dead: then Slurm starts the tagged jobs alone when their lease runs out).
 //
 // The tests run on the Docker host and reach the cluster through `docker
 // exec` on its login host (NAME-client) and through the shared volume,

@@ -113,7 +113,8 @@ func (c *cluster) checkRuns(t *testing.T, victims []string, lost string) (extra 
 
 // 1. A node container killed (the host is gone, with its slurmd and job
 // processes) while it runs hadar's jobs: Slurm marks it DOWN and requeues
-// them, hadar re-holds and re-places them on the other nodes, all complete;
+// them (with a begin time of its own, read by hadar as a lease), hadar
+// re-places them on the other nodes, all complete;
 // the node comes back when its container is started again. The untagged
 // jobs are never touched by hadar.
 func TestNodeContainerKilled(t *testing.T) {
@@ -224,9 +225,10 @@ func onlyCurrentJobs(c *cluster, node string) bool {
 
 // 3. hadar-slurmd's host cut off from slurmctld: its rounds fail (nothing
 // changed) while jobs change under it (two of its running jobs cancelled,
-// three new tagged jobs submitted). When the network returns it observes
-// afresh before acting: the new jobs are placed, and no action ever names
-// the jobs that went away during the cut (no action on a stale view).
+// three new tagged jobs submitted, which wait on their lease). When the
+// network returns it observes afresh before acting: the new jobs are placed
+// before their lease runs out, and no action ever names the jobs that went
+// away during the cut (no action on a stale view).
 func TestHadarCutOff(t *testing.T) {
 	c := need(t)
 	c.startHadar(t)
@@ -261,20 +263,23 @@ func TestHadarCutOff(t *testing.T) {
 	if failed == 0 {
 		t.Errorf("no failed round logged during %s cut off:\n%s", time.Since(cut).Round(time.Second), lastLines(logCut, 20))
 	}
-	q, err := c.queue(fresh)
+	leases, err := c.leases(fresh)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range fresh {
-		if q[id].State != "PENDING" || q[id].Reason != "JobHeldUser" {
-			t.Errorf("job %s submitted during the cut: %+v, want held", id, q[id])
+		if !leases[id].onLease() {
+			t.Errorf("job %s submitted during the cut: %+v, want PENDING on its lease (BeginTime ahead)", id, leases[id])
 		}
 	}
 
 	docker(60*time.Second, "network", "connect", "--alias", "hadar", net, c.container("hadar")).Must(t)
 	reconnected := time.Now()
-	c.waitRunning(t, fresh, 90*time.Second)
+	// before their lease (120 s from submission, ~40 s ago) runs out: placed
+	// by hadar, not started by Slurm alone
+	c.waitRunning(t, fresh, 60*time.Second)
 	recovered := time.Since(reconnected)
+	c.checkPlaced(t, fresh)
 	if !strings.Contains(c.hadarLog(), "rounds work again") {
 		t.Errorf("hadar-slurmd did not log that its rounds work again")
 	}
@@ -295,7 +300,7 @@ func TestHadarCutOff(t *testing.T) {
 }
 
 // 4. The slurmctld container restarted (docker restart) with hadar's jobs
-// running and more held: running jobs go on (slurmd keeps them, the state
+// running and more waiting on their lease: running jobs go on (slurmd keeps them, the state
 // is on the shared volume), hadar's rounds fail while slurmctld is away and
 // work again after, and every job completes.
 func TestSlurmctldRestart(t *testing.T) {
@@ -308,7 +313,7 @@ func TestSlurmctldRestart(t *testing.T) {
 	running := c.tagged(t, 12, 45)
 	ids = append(append(ids, running...), untagged...)
 	q := c.waitRunning(t, ids, 90*time.Second)
-	queued := c.tagged(t, 8, 15) // 22 GPUs asked of 20: some wait, held
+	queued := c.tagged(t, 8, 15) // 22 GPUs asked of 20: some wait, on a lease hadar renews
 	ids = append(ids, queued...)
 
 	start := time.Now()
@@ -342,15 +347,16 @@ func TestSlurmctldRestart(t *testing.T) {
 		}
 	}
 	c.checkUntouched(t, untagged)
-	record(t, "slurmctld container restarted with %d jobs running and %d held: slurmctld answered again after %.1fs; running jobs kept their nodes (%d restarted); %d failed rounds logged by hadar-slurmd; all %d jobs COMPLETED, none lost, untagged never acted on",
+	record(t, "slurmctld container restarted with %d jobs running and %d more submitted: slurmctld answered again after %.1fs; running jobs kept their nodes (%d restarted); %d failed rounds logged by hadar-slurmd; all %d jobs COMPLETED, none lost, untagged never acted on",
 		len(running)+len(untagged), len(queued), outage.Seconds(), restarted, strings.Count(log, "round failed"), len(ids))
 }
 
 // 5. The hadar-slurmd container killed -9 (docker kill -s KILL: the daemon
 // and its fail-open guardian die together, as when its host dies) with jobs
-// running, then more tagged jobs submitted: they stay held (nothing of
-// hadar runs). Started again, the daemon resumes from its state database
-// and places them; every job completes once.
+// running, then more tagged jobs submitted: they wait on their lease
+// (nothing of hadar runs). Started again before the lease runs out, the
+// daemon resumes from its state database and places them; every job
+// completes once.
 func TestHadarKilled(t *testing.T) {
 	c := need(t)
 	c.startHadar(t)
@@ -369,20 +375,25 @@ func TestHadarKilled(t *testing.T) {
 	more := c.tagged(t, 4, 20)
 	ids = append(ids, more...)
 	time.Sleep(15 * time.Second)
-	q, err := c.queue(more)
+	leases, err := c.leases(more)
 	if err != nil {
 		t.Fatal(err)
 	}
-	held := 0
+	waiting := 0
 	for _, id := range more {
-		if q[id].State == "PENDING" && q[id].Reason == "JobHeldUser" {
-			held++
+		if leases[id].onLease() {
+			waiting++
+		} else {
+			t.Errorf("job %s submitted while hadar-slurmd was dead: %+v, want PENDING on its lease", id, leases[id])
 		}
 	}
 	docker(60*time.Second, "start", c.container("hadar")).Must(t)
 	started := time.Now()
-	c.waitRunning(t, more, 90*time.Second)
+	// within the rest of the lease (~100 s): placed by hadar, not by Slurm
+	// alone once the lease ran out
+	c.waitRunning(t, more, 75*time.Second)
 	placed := time.Since(started)
+	c.checkPlaced(t, more)
 	c.waitCompleted(t, ids, 4*time.Minute)
 	after, err := c.stateDB(t).Rounds()
 	if err != nil {
@@ -403,6 +414,51 @@ func TestHadarKilled(t *testing.T) {
 			t.Errorf("job %s completed %d times", id, n)
 		}
 	}
-	record(t, "hadar-slurmd container killed -9 with %d jobs running; %d of %d jobs submitted meanwhile held while it was down (%.0fs); after docker start it resumed its state database (%d rounds before, %d after) and placed them in %.1fs; all %d jobs COMPLETED once",
-		len(first), held, len(more), started.Sub(killed).Seconds(), len(rounds), len(after), placed.Seconds(), len(ids))
+	record(t, "hadar-slurmd container killed -9 with %d jobs running; %d of %d jobs submitted meanwhile waited on their lease while it was down (%.0fs); after docker start it resumed its state database (%d rounds before, %d after) and placed them in %.1fs; all %d jobs COMPLETED once",
+		len(first), waiting, len(more), started.Sub(killed).Seconds(), len(rounds), len(after), placed.Seconds(), len(ids))
+}
+
+// 6. Fail-open: the hadar-slurmd container killed -9 (daemon and guardian
+// at once) and not started again. The tagged jobs submitted then wait on
+// their lease, which no one renews, and Slurm starts them alone when it
+// runs out: 120 s after their submission plus the scheduler's delay, not
+// before. hadar-slurmd never acts on them, and they all complete.
+func TestFailOpen(t *testing.T) {
+	const lease = 120 * time.Second // job_submit.lua's HADAR_LEASE_SECONDS
+	c := need(t)
+	c.startHadar(t)
+	var ids []string
+	c.cancelOnCleanup(t, &ids)
+	docker(60*time.Second, "kill", "-s", "KILL", c.container("hadar")).Must(t)
+	submitted := time.Now()
+	jobs := c.tagged(t, 4, 10)
+	ids = append(ids, jobs...)
+	leases, err := c.leases(jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range jobs {
+		// the lease runs from the submission, give or take the clock's second
+		if l := leases[id]; l.State != "PENDING" || l.Left < lease-10*time.Second || l.Left > lease+2*time.Second {
+			t.Errorf("job %s just submitted: %+v, want PENDING with a lease of ~%s left", id, l, lease)
+		}
+	}
+	// Not before the lease ends: still waiting a while before it does.
+	time.Sleep(lease - 20*time.Second - time.Since(submitted))
+	early, err := c.queue(jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range jobs {
+		if early[id].State != "PENDING" {
+			t.Errorf("job %s is %+v %.0fs after its submission, before its lease ran out", id, early[id], time.Since(submitted).Seconds())
+		}
+	}
+	margin := 30 * time.Second
+	c.waitRunning(t, jobs, lease+margin-time.Since(submitted))
+	ran := time.Since(submitted)
+	c.waitCompleted(t, jobs, 90*time.Second)
+	c.checkUntouched(t, jobs)
+	record(t, "hadar-slurmd container killed -9 and left dead: %d tagged jobs submitted then all RUNNING under Slurm alone %.1fs after their submission (lease %s, bound %s); all COMPLETED, none touched by hadar-slurmd",
+		len(jobs), ran.Seconds(), lease, lease+margin)
 }

@@ -141,6 +141,50 @@ func (c *cluster) queue(ids []string) (map[string]e2eutil.QueuedJob, error) {
 	return e2eutil.ParseQueue(r.Stdout), nil
 }
 
+// leaseReading is what squeue says of a job waiting on a begin time.
+type leaseReading struct {
+	State, Reason string
+	// Left is how long until its begin time (%S), by the login host's clock
+	// read in the same command: the rest of its lease (negative when past).
+	Left time.Duration
+}
+
+// onLease reports whether the job waits on its lease alone: PENDING with
+// reason BeginTime, its begin time still ahead.
+func (l leaseReading) onLease() bool {
+	return l.State == "PENDING" && l.Reason == "BeginTime" && l.Left > 0
+}
+
+// leases reads the state, reason and begin time of the jobs ids.
+func (c *cluster) leases(ids []string) (map[string]leaseReading, error) {
+	// squeue prints %S in the login host's local time: read its clock in
+	// the same local time, so the difference does not depend on time zones.
+	const layout = "2006-01-02T15:04:05"
+	script := `date +%Y-%m-%dT%H:%M:%S && squeue -h -o '%i|%T|%r|%S' -j "$1"`
+	r := c.slurm(30*time.Second, "sh", "-c", script, "sh", strings.Join(ids, ","))
+	if r.Err != nil {
+		return nil, fmt.Errorf("squeue: %w: %s", r.Err, r.Output())
+	}
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+	now, err := time.Parse(layout, strings.TrimSpace(lines[0]))
+	if err != nil {
+		return nil, fmt.Errorf("the login host's clock: %w", err)
+	}
+	out := map[string]leaseReading{}
+	for _, l := range lines[1:] {
+		f := strings.Split(strings.TrimSpace(l), "|")
+		if len(f) != 4 {
+			return nil, fmt.Errorf("squeue line %q", l)
+		}
+		rd := leaseReading{State: f[1], Reason: f[2]}
+		if begin, err := time.Parse(layout, f[3]); err == nil {
+			rd.Left = begin.Sub(now)
+		}
+		out[f[0]] = rd
+	}
+	return out, nil
+}
+
 func (c *cluster) squeueDump() string {
 	return c.slurm(20*time.Second, "squeue", "-a", "-o", "%.6i %.24j %.10T %.8M %.20R %.40k").Output()
 }
@@ -273,7 +317,7 @@ func (c *cluster) startHadar(t *testing.T) {
 		if t.Failed() {
 			t.Logf("hadar-slurmd log (last 40 lines):\n%s", lastLines(c.hadarLog(), 40))
 		}
-		// SIGTERM: the daemon's clean stop hands held jobs back to Slurm
+		// SIGTERM: the daemon's clean stop ends its leases (the jobs are Slurm's)
 		docker(60*time.Second, "stop", "-t", "30", c.container("hadar"))
 		docker(30*time.Second, "rm", "-f", c.container("hadar"))
 	})
@@ -310,6 +354,29 @@ func (c *cluster) actions(t *testing.T) []e2eutil.Action {
 	return a
 }
 
+// checkPlaced fails the test unless hadar-slurmd placed each job of ids
+// (NodeList=) and started it (StartTime=now), both carried out.
+func (c *cluster) checkPlaced(t *testing.T, ids []string) {
+	t.Helper()
+	done := map[string]map[string]bool{} // kind -> job ids
+	for _, a := range c.actions(t) {
+		if !a.Done() {
+			continue
+		}
+		if done[a.Kind] == nil {
+			done[a.Kind] = map[string]bool{}
+		}
+		for _, id := range a.Jobs() {
+			done[a.Kind][id] = true
+		}
+	}
+	for _, id := range ids {
+		if !done["place"][id] || !done["start-now"][id] {
+			t.Errorf("job %s: placed by hadar-slurmd %v, started by it %v; want both", id, done["place"][id], done["start-now"][id])
+		}
+	}
+}
+
 // checkUntouched fails the test if hadar-slurmd ever acted on one of ids.
 func (c *cluster) checkUntouched(t *testing.T, ids []string) {
 	t.Helper()
@@ -320,7 +387,7 @@ func (c *cluster) checkUntouched(t *testing.T, ids []string) {
 	for _, a := range c.actions(t) {
 		for _, id := range strings.Split(a.JobIDs, ",") {
 			if set[id] {
-				t.Errorf("hadar-slurmd acted on untagged job %s: %+v", id, a)
+				t.Errorf("hadar-slurmd acted on job %s, which it must leave alone: %+v", id, a)
 			}
 		}
 	}
