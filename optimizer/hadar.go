@@ -376,7 +376,7 @@ func (h *hadarJob) preferFastest() {
 // critical. A gang that leaves GPUs beside it (8 of 12) is not chained: it
 // starts while other jobs still run there, and chained such gangs ran
 // ahead of the one-GPU jobs queued beside them on production traces
-// (docs/results.md, "Measured on 2026-12-06, session 28"). Without a
+// (docs/decisions/0008-hadar-whole-type-gang-chain.md). Without a
 // fluid plan, a critical job then wants its fastest type (with one, the
 // type the LP gives it).
 func (p *Hadar) markCritical(hj []*hadarJob, types []string, capacity map[string]int, horizon float64, fluid bool) {
