@@ -221,12 +221,18 @@ func TestTestedBlocks(t *testing.T) {
 	}
 }
 
-// Relative links between the docs lead somewhere.
+// Relative links between the docs, and from the decision records, lead
+// somewhere.
 func TestLinks(t *testing.T) {
 	files, err := filepath.Glob("*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
+	records, err := filepath.Glob(filepath.Join("decisions", "*.md"))
+	if err != nil || len(records) == 0 {
+		t.Fatalf("no decision records: %v", err)
+	}
+	files = append(files, records...)
 	link := regexp.MustCompile(`\]\(([^)#\s]+)(#[^)]*)?\)`)
 	for _, f := range files {
 		data, err := os.ReadFile(f)

@@ -376,7 +376,7 @@ func (h *hadarJob) preferFastest() {
 // critical. A gang that leaves GPUs beside it (8 of 12) is not chained: it
 // starts while other jobs still run there, and chained such gangs ran
 // ahead of the one-GPU jobs queued beside them on production traces
-// (docs/results.md, "Measured on 2026-12-06, session 28"). Without a
+// (docs/decisions/0008-hadar-whole-type-gang-chain.md). Without a
 // fluid plan, a critical job then wants its fastest type (with one, the
 // type the LP gives it).
 func (p *Hadar) markCritical(hj []*hadarJob, types []string, capacity map[string]int, horizon float64, fluid bool) {
@@ -546,7 +546,7 @@ func (p *Hadar) keepProbes(s *Snapshot, hj []*hadarJob, types []string) {
 // the try is measured. Without it, a long job stays for its whole run on
 // the type an imported or prior rate put it on, since nothing measures the
 // other (Philly week 2 on 36:36:36 with --noise-rate 0.3: makespan up to
-// 1.5x Gavel's, docs/results.md). It displaces nobody, and each job tries
+// 1.5x Gavel's, docs/decisions/0012-hadar-probes.md). It displaces nobody, and each job tries
 // each type once.
 func (p *Hadar) probe(s *Snapshot, pool *freePool, plan *Plan, hj []*hadarJob, types []string) {
 	if p.Probe <= 0 || s.Confirmed == nil {

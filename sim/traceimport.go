@@ -63,11 +63,11 @@ type ImportSource struct {
 	// several lines counts once): every one is a record, an earlier run
 	// merged into one (Merged), or counted in Skipped.
 	Lines int
-	// Skipped counts the records not kept, by reason (the Skip* constants).
+	// Skipped counts the records left out, by reason (the Skip* constants).
 	Skipped map[string]int
 	// Merged counts the records that are earlier runs of a kept job.
 	Merged int
-	// Dropped counts the jobs not kept, by State ("" without one).
+	// Dropped counts the jobs left out, by State ("" without one).
 	Dropped map[string]int
 	// HasState and HasRestarts say whether the source has sacct's State
 	// and Restarts fields.
