@@ -36,6 +36,12 @@
 //     CPU-only node, a drained node, GPUs held by untagged jobs).
 //   - TestRoundTime100: one round of hadar-slurmd (observe + solve +
 //     enforce) with 100 pending tagged jobs stays under a second.
+//   - TestHoldsAndBegin: on tagged jobs, an admin's hold (scontrol hold by
+//     root) and a user's own (sbatch -H, as an unprivileged user) stay
+//     through the daemon's rounds, its stop (SIGTERM, which ends hadar's
+//     leases) and a restart, and are placed by hadar once released; a
+//     user's --begin=now+3minutes is kept through all of it: the job (and
+//     one with a bad tag, passed through) starts after it, not before.
 //
 // Environment: HADAR_E2E=1 (run), HADAR_BIN_DIR, HADAR_E2E_SITE_DIR and
 // HADAR_E2E_SITE_PORT (the site cluster's state dir and slurmctld port,
