@@ -170,6 +170,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	log.Info("hadar-slurmd starting", "version", version, "config", src, "policy", cfg.Policy, "round", cfg.Round.Duration,
 		"dry_run", cfg.DryRun, "data_dir", cfg.DataDir, "spool_dir", cfg.SpoolDir)
 
+	if msg := bridge.CheckScriptLease(os.Getenv("SLURM_CONF"), cfg.Lease.Duration); msg != "" {
+		log.Error("job_submit.lua and hadar.toml disagree on the lease; jobs' --begin will be read wrong", "problem", msg)
+	}
+
 	// Root writes in data_dir (the lock, the databases) and opens parts of
 	// spool_dir to every job: no one else may be able to change either, or
 	// put a symlink on the way.
