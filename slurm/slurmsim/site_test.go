@@ -381,3 +381,34 @@ func TestParseSiteErrors(t *testing.T) {
 		t.Errorf("reservation on a node not in the layout: %v", err)
 	}
 }
+
+// Whatever site file parses applies to a layout or says why not, without
+// panicking, and a cluster runs a job under it.
+func FuzzParseSite(f *testing.F) {
+	f.Add(accountingSite)
+	f.Add("default_time = \"5m\"\n[[reservations]]\nname = \"m\"\nnodes = \"node[1-2]\"\nstart = \"1m\"\nduration = \"1h\"\nflags = [\"maint\"]\n")
+	f.Add("[accounts.a]\nparent = \"b\"\n[accounts.b]\nshares = 0\nusage_gpu_hours = 1e300\n[users.u]\naccount = \"a\"\nmax_jobs = 0\n")
+	l, err := ParseLayout(strings.NewReader(demoLayout), "demo")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		s, err := ParseSite(strings.NewReader(text), "fuzz")
+		if err != nil {
+			return
+		}
+		cfg := Config{Layout: l, Start: t0, Timing: Measured(2 * time.Second)}
+		if err := s.Apply(&cfg); err != nil {
+			return
+		}
+		c := New(cfg)
+		for u := range s.Users {
+			c.Submit(JobSpec{User: u, GPUsPerNode: 1, Duration: time.Second})
+		}
+		c.Submit(JobSpec{User: "other", GPUsPerNode: 1, Duration: time.Second})
+		c.AdvanceTo(at(10))
+		if _, err := c.Jobs(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

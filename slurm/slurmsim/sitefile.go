@@ -111,6 +111,10 @@ func (d *SiteDuration) UnmarshalText(b []byte) error {
 // [priority] gets, with Slurm's default half-life of 7 days.
 var DefaultMultifactor = Multifactor{WeightFairshare: 10000, WeightAge: 1000, MaxAge: time.Hour, DecayHalfLife: 7 * 24 * time.Hour}
 
+// maxUsageGPUHours bounds an account's past usage (a million GPUs for a
+// century is below it).
+const maxUsageGPUHours = 1e12
+
 // ReadSite reads the site file at path (ParseSite).
 func ReadSite(path string) (*Site, error) {
 	f, err := os.Open(path)
@@ -178,8 +182,8 @@ func (s *Site) check() error {
 		count("accounts."+name+".shares", a.Shares)
 		count("accounts."+name+".max_gpus", a.MaxGPUs)
 		count("accounts."+name+".max_jobs", a.MaxJobs)
-		if a.UsageGPUHours != nil && !(*a.UsageGPUHours >= 0) {
-			bad("accounts.%s.usage_gpu_hours must be 0 or more", name)
+		if u := a.UsageGPUHours; u != nil && !(*u >= 0 && *u <= maxUsageGPUHours) {
+			bad("accounts.%s.usage_gpu_hours must be from 0 to %g", name, float64(maxUsageGPUHours))
 		}
 		seen := map[string]bool{}
 		for p := name; p != "" && p != "root"; p = s.Accounts[p].Parent {
