@@ -18,7 +18,8 @@ import (
 )
 
 // TraceJob is one job of a trace, one line of Gavel's trace format: ten
-// tab-separated fields in the order of the struct.
+// tab-separated fields in the order of the struct, then hadar's three
+// optional ones (user, account, QOS).
 type TraceJob struct {
 	// JobType is the row of the throughput matrix ("ResNet-50 (batch size 64)").
 	JobType string
@@ -41,15 +42,26 @@ type TraceJob struct {
 	SLO float64
 	// Arrival is the arrival time in seconds from the start of the trace.
 	Arrival float64
+	// User, Account and QOS are who submitted the job and under which
+	// account and QOS (sacct's User, Account, QOS; "" when not known):
+	// `hadar simulate --layout --site` runs it under them, counting it
+	// against the site's limits and fairshare.
+	User, Account, QOS string
 }
 
 // traceFieldNames are Gavel's names for the ten fields, in file order.
 var traceFieldNames = [...]string{
 	"job_type", "command", "working_dir", "num_steps_arg", "needs_data_dir",
 	"total_steps", "scale_factor", "priority_weight", "SLO", "arrival_time_s",
+	"user", "account", "qos",
 }
 
-const numTraceFields = len(traceFieldNames)
+// numTraceFields is the fields of Gavel's format; numSiteTraceFields with
+// hadar's user, account and QOS.
+const (
+	numTraceFields     = 10
+	numSiteTraceFields = len(traceFieldNames)
+)
 
 // maxTraceLine bounds one line of a trace file (Gavel's lines are < 300 bytes).
 const maxTraceLine = 1 << 20
@@ -80,7 +92,8 @@ func (e *TraceError) Unwrap() error { return e.Err }
 // ParseTrace reads a trace in Gavel's format: one job a line, ten
 // tab-separated fields (job_type, command, working_dir, num_steps_arg,
 // needs_data_dir, total_steps, scale_factor, priority_weight, SLO,
-// arrival_time_s). Blank lines and lines whose first non-blank character is
+// arrival_time_s), or thirteen with hadar's user, account and qos (each
+// may be empty: not known). Blank lines and lines whose first non-blank character is
 // '#' are skipped. Jobs are returned in file order, not sorted by arrival.
 // name only labels errors, which are *TraceError values such as
 //
@@ -116,8 +129,8 @@ func ParseTrace(r io.Reader, name string) ([]TraceJob, error) {
 // at fault (0 for the line as a whole).
 func parseTraceLine(text string) (TraceJob, int, error) {
 	f := strings.Split(text, "\t")
-	if len(f) != numTraceFields {
-		return TraceJob{}, 0, fmt.Errorf("got %d tab-separated fields, want %d", len(f), numTraceFields)
+	if len(f) != numTraceFields && len(f) != numSiteTraceFields {
+		return TraceJob{}, 0, fmt.Errorf("got %d tab-separated fields, want %d (or %d with user, account and qos)", len(f), numTraceFields, numSiteTraceFields)
 	}
 	for i := 0; i < 4; i++ {
 		if reason := checkTraceString(i, f[i]); reason != "" {
@@ -147,6 +160,14 @@ func parseTraceLine(text string) (TraceJob, int, error) {
 	}
 	if j.Arrival, err = parseTraceFloat(f[9], checkArrival); err != nil {
 		return TraceJob{}, 10, err
+	}
+	if len(f) == numSiteTraceFields {
+		for i := numTraceFields; i < numSiteTraceFields; i++ {
+			if reason := checkTraceString(i, f[i]); reason != "" {
+				return TraceJob{}, i + 1, errors.New(reason)
+			}
+		}
+		j.User, j.Account, j.QOS = f[10], f[11], f[12]
 	}
 	return j, 0, nil
 }
@@ -180,10 +201,14 @@ func quoteField(s string) string {
 }
 
 // checkTraceString validates string field i (0-based): no tab or line break
-// anywhere, and a job type that is not blank and does not read as a comment.
+// anywhere, a job type that is not blank and does not read as a comment,
+// and a user, account and QOS without blanks.
 func checkTraceString(i int, s string) string {
 	if strings.ContainsAny(s, "\t\n\r") {
 		return "contains a tab or line break"
+	}
+	if i >= numTraceFields && strings.ContainsAny(s, " \v\f") {
+		return "contains a blank"
 	}
 	if i == 0 {
 		t := strings.TrimSpace(s)
@@ -234,6 +259,11 @@ func (j TraceJob) Validate() error {
 			return fmt.Errorf("%s %q %s", traceFieldNames[i], s, reason)
 		}
 	}
+	for i, s := range []string{j.User, j.Account, j.QOS} {
+		if reason := checkTraceString(numTraceFields+i, s); reason != "" {
+			return fmt.Errorf("%s %q %s", traceFieldNames[numTraceFields+i], s, reason)
+		}
+	}
 	checks := []struct {
 		field int
 		v     float64
@@ -269,10 +299,15 @@ func ReadTraceFile(path string) ([]TraceJob, error) {
 // WriteTrace writes jobs in Gavel's format, byte for byte as Gavel writes
 // them for integral steps and arrivals: whole numbers without a decimal
 // point, SLO with six decimals ("-1.000000"). Every value is written so that
-// ParseTrace reads back exactly the same jobs. A job that fails Validate is
-// an error and nothing after it is written.
+// ParseTrace reads back exactly the same jobs. When a job has a user,
+// account or QOS, every line gets the three fields after Gavel's ten. A
+// job that fails Validate is an error and nothing after it is written.
 func WriteTrace(w io.Writer, jobs []TraceJob) error {
 	bw := bufio.NewWriter(w)
+	site := false
+	for _, j := range jobs {
+		site = site || j.User != "" || j.Account != "" || j.QOS != ""
+	}
 	for i, j := range jobs {
 		if err := j.Validate(); err != nil {
 			return fmt.Errorf("write trace: job %d: %w", i, err)
@@ -281,13 +316,16 @@ func WriteTrace(w io.Writer, jobs []TraceJob) error {
 		if j.NeedsDataDir {
 			needs = "1"
 		}
-		fields := [numTraceFields]string{
+		fields := []string{
 			j.JobType, j.Command, j.WorkingDir, j.NumStepsArg, needs,
 			formatTraceFloat(j.TotalSteps), strconv.Itoa(j.ScaleFactor),
 			formatTraceFloat(j.PriorityWeight), formatSLO(j.SLO),
 			formatTraceFloat(j.Arrival),
 		}
-		if _, err := bw.WriteString(strings.Join(fields[:], "\t") + "\n"); err != nil {
+		if site {
+			fields = append(fields, j.User, j.Account, j.QOS)
+		}
+		if _, err := bw.WriteString(strings.Join(fields, "\t") + "\n"); err != nil {
 			return fmt.Errorf("write trace: %w", err)
 		}
 	}

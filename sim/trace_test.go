@@ -120,6 +120,44 @@ func TestWriteTraceRoundTripsValues(t *testing.T) {
 	}
 }
 
+// A trace of a site's jobs carries their user, account and QOS in three
+// fields after Gavel's ten, on every line once any job has them; a trace
+// without them is Gavel's.
+func TestWriteTraceSiteFields(t *testing.T) {
+	jobs := []TraceJob{
+		{JobType: "A3C", TotalSteps: 10, ScaleFactor: 1, PriorityWeight: 1, SLO: -1, User: "bob", Account: "acct_b", QOS: "gpu4"},
+		{JobType: "A3C", TotalSteps: 10, ScaleFactor: 1, PriorityWeight: 1, SLO: -1, Arrival: 1, User: "alice"},
+	}
+	var buf bytes.Buffer
+	if err := WriteTrace(&buf, jobs); err != nil {
+		t.Fatal(err)
+	}
+	want := "A3C\t\t\t\t0\t10\t1\t1\t-1.000000\t0\tbob\tacct_b\tgpu4\n" +
+		"A3C\t\t\t\t0\t10\t1\t1\t-1.000000\t1\talice\t\t\n"
+	if buf.String() != want {
+		t.Errorf("written:\n%q\nwant\n%q", buf.String(), want)
+	}
+	got, err := ParseTrace(&buf, "buf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(jobs, got); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+	buf.Reset()
+	jobs[0].User, jobs[0].Account, jobs[0].QOS, jobs[1].User = "", "", "", ""
+	if err := WriteTrace(&buf, jobs); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(strings.SplitN(buf.String(), "\n", 2)[0], "\t"); n != 9 {
+		t.Errorf("a trace without users has %d tabs a line, want Gavel's 9", n)
+	}
+	if _, err := ParseTrace(strings.NewReader("A3C\t\t\t\t0\t10\t1\t1\t-1\t0\tbob smith\t\t\n"), "x"); err == nil ||
+		!strings.Contains(err.Error(), "field 11 (user): contains a blank") {
+		t.Errorf("user with a blank: %v", err)
+	}
+}
+
 func TestWriteTraceRejectsInvalid(t *testing.T) {
 	ok := TraceJob{JobType: "A3C", TotalSteps: 1, ScaleFactor: 1, PriorityWeight: 1, SLO: -1}
 	tests := []struct {
@@ -304,6 +342,7 @@ func FuzzParseTrace(f *testing.F) {
 	f.Add("# c\n\nA3C\tc\td\t-n\t1\t1.5e3\t2\t0.5\t1.2\t3.25\r\n")
 	f.Add("A3C\tc\td\t-n\t1\t1\t0\t1\t-1\t0\n")
 	f.Add("\t\t\t\t\t\t\t\t\t\n")
+	f.Add("A3C\tc\td\t-n\t1\t1\t1\t1\t-1\t0\tbob\tacct_b\tgpu4\n")
 	f.Fuzz(func(t *testing.T, in string) {
 		jobs, err := ParseTrace(strings.NewReader(in), "fuzz")
 		if err != nil {

@@ -50,6 +50,9 @@ type ImportRecord struct {
 	// DiscardedGPUSeconds is their GPU time: work thrown away.
 	Requeued            int
 	DiscardedGPUSeconds float64
+	// User, Account and QOS are sacct's (its last record's); "" when the
+	// source has none.
+	User, Account, QOS string
 }
 
 // ImportSource is what a parser read.
@@ -313,7 +316,8 @@ type ImportReport struct {
 //     value, or linear scaling from the largest count below it), truncated
 //     to a whole number, at least 1;
 //   - command, working directory and steps argument as Generate writes
-//     them; priority weight 1; no SLO.
+//     them; priority weight 1; no SLO; the record's user, account and QOS
+//     (sacct's User, Account, QOS) when it has them.
 //
 // Jobs keep their source order among equal submit times. The same source
 // and options always give the same trace. No job kept is an error
@@ -443,6 +447,9 @@ func Import(src *ImportSource, opts ImportOptions) ([]TraceJob, ImportReport, er
 			PriorityWeight: 1,
 			SLO:            -1,
 			Arrival:        r.Submit.Sub(rep.Start).Seconds(),
+			User:           r.User,
+			Account:        r.Account,
+			QOS:            r.QOS,
 		}
 		if err := job.Validate(); err != nil {
 			return nil, rep, fmt.Errorf("import trace: %s:%d: job %s: %w", src.Name, r.Line, r.ID, err)

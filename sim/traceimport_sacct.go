@@ -15,14 +15,14 @@ import (
 // hold a '|' or a newline; see ParseSacct).
 //
 //	sacct --allusers --duplicates --parsable2 --starttime 2025-01-01 --endtime 2025-02-01 \
-//	    --format=JobID,Submit,Start,End,State,AllocTRES,ReqTRES
-const SacctFormat = "JobID,Submit,Start,End,State,AllocTRES,ReqTRES"
+//	    --format=JobID,Submit,Start,End,State,AllocTRES,ReqTRES,User,Account,QOS
+const SacctFormat = "JobID,Submit,Start,End,State,AllocTRES,ReqTRES,User,Account,QOS"
 
 // sacctNeeded are the fields ParseSacct cannot do without.
 var sacctNeeded = []string{"JobID", "Submit", "Start", "End", "AllocTRES"}
 
 // sacctOptional are the fields ParseSacct reads when the header has them.
-var sacctOptional = []string{"State", "ReqTRES", "Restarts"}
+var sacctOptional = []string{"State", "ReqTRES", "Restarts", "User", "Account", "QOS"}
 
 // sacctFreeText are sacct's fields that hold text a user sets (names,
 // comments, paths, the submit command line): they may contain '|' and
@@ -133,6 +133,8 @@ type sacctRow struct {
 	gpuType        string
 	restarts       int // -1: no Restarts field
 	repaired       bool
+	// user, account and qos: "" without the fields
+	user, account, qos string
 }
 
 // Reasons a sacct record is not imported, beside the Skip* of ParseSacct's
@@ -160,8 +162,9 @@ func (src *ImportSource) warn(msg string) {
 // (Slurm 22.05 and later; --parsable's trailing '|' is accepted too): a
 // header line naming the fields, then one line per job record and per job
 // step, fields separated by '|'. It needs the fields JobID, Submit, Start,
-// End and AllocTRES, in any order, and reads State, ReqTRES and Restarts
-// when present (SacctFormat); other fields are ignored. Blank lines and
+// End and AllocTRES, in any order, and reads State, ReqTRES, Restarts,
+// User, Account and QOS when present (SacctFormat); other fields are
+// ignored. Blank lines and
 // lines starting with '#' are skipped. The rules:
 //
 //   - a job step (JobID with a '.': 123.batch, 123.extern, 123.0, 123_4.0)
@@ -290,6 +293,16 @@ func ParseSacct(r io.Reader, name string) (*ImportSource, error) {
 		}
 		if st, present := vals["State"]; present {
 			row.state = sacctState(st)
+		}
+		for _, f := range []struct {
+			name string
+			to   *string
+		}{{"User", &row.user}, {"Account", &row.account}, {"QOS", &row.qos}} {
+			v := vals[f.name]
+			if strings.ContainsAny(v, " \t") {
+				return fieldErr(f.name, fmt.Errorf("%s has a blank: not a name sacct prints", quoteField(v)))
+			}
+			*f.to = v
 		}
 		if rs, present := vals["Restarts"]; present && rs != "" {
 			n, err := strconv.Atoi(rs)
@@ -436,6 +449,7 @@ func mergeSacctRuns(src *ImportSource, rows []sacctRow, freeText bool) error {
 				ID: id, Line: last.line, Submit: runs[0].submit, Duration: last.end.Sub(last.start).Seconds(),
 				GPUs: last.gpus, State: last.state, GPUType: last.gpuType,
 				Requeued: len(runs) - 1, DiscardedGPUSeconds: discarded,
+				User: last.user, Account: last.account, QOS: last.qos,
 			})
 		}
 	}

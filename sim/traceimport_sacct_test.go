@@ -313,6 +313,43 @@ func TestParseSacctFox(t *testing.T) {
 	}
 }
 
+// sacct's User, Account and QOS, when the file has them, go into the
+// trace: Fox's capture has User and Account (its data lines verbatim);
+// a QOS column is hand-written here in the same format.
+func TestImportUserAccountQOS(t *testing.T) {
+	src, err := ParseSacct(strings.NewReader(readFixture(t, "sacct", "fox-2025-09.txt")), "fox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range src.Records {
+		if r.User == "" || r.Account == "" || r.QOS != "" {
+			t.Fatalf("job %s: user %q, account %q, QOS %q; want Fox's user and account, no QOS", r.ID, r.User, r.Account, r.QOS)
+		}
+	}
+	hand := "JobID|Submit|Start|End|AllocTRES|User|Account|QOS\n" +
+		"7|2026-12-06T22:10:20|2026-12-06T22:10:21|2026-12-06T22:11:06|billing=5,cpu=1,gres/gpu:v100=1,gres/gpu=1,node=1|bob|acct_b|gpu4\n" +
+		"7.batch|2026-12-06T22:10:21|2026-12-06T22:10:21|2026-12-06T22:11:06|cpu=1,gres/gpu:v100=1,gres/gpu=1,node=1|||\n" +
+		"8|2026-12-06T22:10:20|2026-12-06T22:10:21|2026-12-06T22:11:06|billing=5,cpu=1,gres/gpu:v100=1,gres/gpu=1,node=1|alice|acct_a|normal\n"
+	src, err = ParseSacct(strings.NewReader(hand), "hand")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, _, err := Import(src, ImportOptions{Throughputs: importMatrix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got [][3]string
+	for _, j := range jobs {
+		got = append(got, [3]string{j.User, j.Account, j.QOS})
+	}
+	if diff := cmp.Diff([][3]string{{"bob", "acct_b", "gpu4"}, {"alice", "acct_a", "normal"}}, got); diff != "" {
+		t.Errorf("users, accounts, QOS (-want +got):\n%s", diff)
+	}
+	if _, err := ParseSacct(strings.NewReader(strings.Replace(hand, "|bob|", "|bob smith|", 1)), "hand"); err == nil || !strings.Contains(err.Error(), "User") {
+		t.Errorf("a user with a blank: %v", err)
+	}
+}
+
 func TestImportStatesNeedState(t *testing.T) {
 	src := &ImportSource{Name: "p", Lines: 1, Records: []ImportRecord{{ID: "1", Line: 1, Submit: PhillyEpoch, Duration: 1, GPUs: 1}}}
 	if _, _, err := Import(src, ImportOptions{Throughputs: importMatrix(), States: []string{"COMPLETED"}}); err == nil || !strings.Contains(err.Error(), "has no State") {

@@ -329,7 +329,7 @@ func notePriorFilled(c *cli.Context, matrix string, types []string) {
 // checkSimulateFlags refuses flag values out of the config file's ranges
 // (hadar.toml(5)) and flags that contradict each other, before any work.
 func checkSimulateFlags(c *cli.Context) error {
-	for _, f := range []string{"trace", "throughputs", "truth", "layout", "config"} {
+	for _, f := range []string{"trace", "throughputs", "truth", "layout", "config", "site"} {
 		if c.IsSet(f) && strings.TrimSpace(c.String(f)) == "" {
 			return usageErrorf(c, "--%s is empty", f)
 		}
@@ -343,6 +343,9 @@ func checkSimulateFlags(c *cli.Context) error {
 				return usageErrorf(c, "--%s and --layout exclude each other: the layout file gives the nodes and their GPUs", f)
 			}
 		}
+	}
+	if c.IsSet("site") && !daemonMode(c) {
+		return usageErrorf(c, "--site applies with --layout or --daemon: the site's limits, fairshare and reservations are Slurm's, which only the daemon's run has")
 	}
 	if daemonMode(c) && c.Bool("progress") {
 		return usageErrorf(c, "--progress does not apply with --daemon or --layout")

@@ -34,7 +34,10 @@ const simulateDaemonHelp = "--layout FILE (or --daemon with --cluster) runs hada
 	"(default --throughputs, default the config's throughputs). A slurm-only row runs the\n" +
 	"same trace through Slurm alone (untagged, untyped gpu:N). Time is virtual: a day of\n" +
 	"rounds takes seconds. --untagged N:DURATION[@AT] adds N one-GPU jobs of other users\n" +
-	"to the daemon's run (docs/fidelity.md, \"The daemon's round\")."
+	"to the daemon's run (docs/fidelity.md, \"The daemon's round\"). --site FILE gives both runs'\n" +
+	"Slurm the site's policy: accounts with shares (fairshare), users with their account\n" +
+	"and QOS, QOS and association GPU and job limits, reservations, a default time limit;\n" +
+	"the trace's jobs run as their user, account and QOS (docs/fidelity.md, \"The site\")."
 
 // simulateDaemonFlags are the flags of simulate's daemon mode.
 func simulateDaemonFlags() []cli.Flag {
@@ -46,6 +49,7 @@ func simulateDaemonFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "tick", Value: 2 * time.Second, Usage: "with --daemon: the jobs' progress report interval (toyjob's TOYJOB_TICK)"},
 		&cli.DurationFlag{Name: "daemon-start", Usage: "with --daemon: start the daemon's loop this long after the trace's start (a daemon that comes up while jobs are being submitted)"},
 		&cli.StringFlag{Name: "log", Usage: "with --daemon: write hadar-slurmd's log (its decisions, round by round, in virtual time) to `FILE`"},
+		&cli.StringFlag{Name: "site", Usage: "with --daemon: the site's policy `FILE` (TOML: accounts, users, qos, priority, reservations, default_time; docs/fidelity.md)"},
 		&cli.StringFlag{Name: "untagged", Usage: "with --daemon: `N:DURATION[@AT]`, N untagged one-GPU jobs of DURATION submitted AT (default 0s) into the daemon's run"},
 	}
 }
@@ -137,6 +141,15 @@ func runSimulateDaemon(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	var site *slurmsim.Site
+	if p := c.String("site"); p != "" {
+		if site, err = slurmsim.ReadSite(p); err != nil {
+			return err
+		}
+		if err := daemonsim.CheckTrace(site, trace); err != nil {
+			return fmt.Errorf("--site %s: %w", p, err)
+		}
+	}
 	names := []string{cfg.Policy}
 	if c.IsSet("policies") {
 		if names, err = parsePolicies(c.String("policies")); err != nil {
@@ -155,7 +168,7 @@ func runSimulateDaemon(c *cli.Context) error {
 	timing := slurmsim.Measured(c.Duration("tick"))
 	opts := daemonsim.Options{Layout: layout, Config: cfg, Planning: planning, Truth: truth,
 		Timing: timing, Startup: &startup, Untagged: untagged.jobs, UntaggedAt: untagged.at,
-		DaemonStart: c.Duration("daemon-start"), Logger: logger}
+		DaemonStart: c.Duration("daemon-start"), Logger: logger, Site: site}
 	// The daemon reads a trace job's type as the model= of its tag, as a
 	// user writes it ("resnet18-bs64"): check the job type it resolves to.
 	models := jobproto.NewModelResolver(truth.JobTypes(), cfg.Models.Aliases)

@@ -75,6 +75,37 @@ type Options struct {
 	Horizon time.Duration
 	// Logger receives the daemon's log (default: discarded).
 	Logger *slog.Logger
+	// Site is the site's policy both runs' Slurm enforces (nil: none):
+	// accounting limits, fairshare, reservations, a default time limit.
+	// Trace jobs run as their user, account and QOS (sim.TraceJob; user
+	// "sim" when the trace has none), which the site must know (CheckTrace).
+	Site *slurmsim.Site
+}
+
+// traceUser is the user of a trace job without one.
+const traceUser = "sim"
+
+// CheckTrace says which trace job the site refuses (sbatch would): its
+// user has no association, or may not use its QOS, or its account is not
+// the user's. Without accounts in the site every job runs.
+func CheckTrace(site *slurmsim.Site, trace []sim.TraceJob) error {
+	if site == nil || !site.Accounting() {
+		return nil
+	}
+	for i, tj := range trace {
+		user := tj.User
+		if user == "" {
+			user = traceUser
+		}
+		account, _, err := site.Scope(user, tj.QOS)
+		if err != nil {
+			return fmt.Errorf("trace job %d: %w", i, err)
+		}
+		if tj.Account != "" && tj.Account != account {
+			return fmt.Errorf("trace job %d: user %s is in account %s in the site file, not %s", i, user, account, tj.Account)
+		}
+	}
+	return nil
 }
 
 // Result is one run: its metrics' input and every job's record.
@@ -185,7 +216,12 @@ func (s *setup) horizon(trace []sim.TraceJob) time.Time {
 // spec is trace job i as sbatch is given it.
 func (s *setup) spec(i int, tj sim.TraceJob, tagged bool) slurmsim.JobSpec {
 	nodes, gpn := sim.RequestShape(tj.ScaleFactor, s.opts.Layout.MaxGPUsPerNode())
-	sp := slurmsim.JobSpec{Name: traceName(i), User: "sim", NumNodes: nodes, GPUsPerNode: gpn, Model: tj.JobType, Steps: tj.TotalSteps}
+	user := tj.User
+	if user == "" {
+		user = traceUser
+	}
+	sp := slurmsim.JobSpec{Name: traceName(i), User: user, Account: tj.Account, QOS: tj.QOS,
+		NumNodes: nodes, GPUsPerNode: gpn, Model: tj.JobType, Steps: tj.TotalSteps}
 	if tagged {
 		sp.Comment = fmt.Sprintf("hadar model=\"%s\" steps=%s", tj.JobType, strconv.FormatFloat(tj.TotalSteps, 'f', -1, 64))
 		if tj.PriorityWeight > 0 && tj.PriorityWeight != 1 {
@@ -199,14 +235,19 @@ const tracePrefix = "trace-"
 
 func traceName(i int) string { return tracePrefix + strconv.Itoa(i) }
 
-func (s *setup) cluster(spool string) *slurmsim.Cluster {
+func (s *setup) cluster(spool string) (*slurmsim.Cluster, error) {
 	cfg := slurmsim.Config{Layout: s.opts.Layout, Start: s.start, Spool: spool, Rate: s.rate, Timing: s.opts.Timing}
 	// job_submit.lua's lease is the daemon's, as an admin sets them.
 	cfg.Lease = s.opts.Config.Lease.Duration
 	if s.opts.Startup != nil {
 		cfg.Startup = s.opts.Startup.For
 	}
-	return slurmsim.New(cfg)
+	if s.opts.Site != nil {
+		if err := s.opts.Site.Apply(&cfg); err != nil {
+			return nil, fmt.Errorf("daemonsim: %w", err)
+		}
+	}
+	return slurmsim.New(cfg), nil
 }
 
 func (s *setup) submit(c *slurmsim.Cluster, trace []sim.TraceJob, tagged bool) {
@@ -239,7 +280,13 @@ func Daemon(ctx context.Context, opts Options, trace []sim.TraceJob) (*Result, e
 	}
 	defer store.Close()
 
-	c := s.cluster(cfg.SpoolDir)
+	if err := CheckTrace(s.opts.Site, trace); err != nil {
+		return nil, fmt.Errorf("daemonsim: %w", err)
+	}
+	c, err := s.cluster(cfg.SpoolDir)
+	if err != nil {
+		return nil, err
+	}
 	s.submit(c, trace, true)
 	for _, u := range s.opts.Untagged {
 		c.SubmitAt(s.start.Add(s.opts.UntaggedAt), u)
@@ -298,7 +345,13 @@ func SlurmAlone(ctx context.Context, opts Options, trace []sim.TraceJob) (*Resul
 		return nil, err
 	}
 	wall := time.Now()
-	c := s.cluster("")
+	if err := CheckTrace(s.opts.Site, trace); err != nil {
+		return nil, fmt.Errorf("daemonsim: %w", err)
+	}
+	c, err := s.cluster("")
+	if err != nil {
+		return nil, err
+	}
 	s.submit(c, trace, false)
 	until := s.horizon(trace)
 	for c.Step() {

@@ -1,6 +1,7 @@
 package slurmsim
 
 import (
+	"cmp"
 	"container/heap"
 	"fmt"
 	"math"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hadar-sched/hadar/jobproto"
+	"github.com/hadar-sched/hadar/slurm"
 )
 
 // RateFunc is the truth: the steps/s a job of model runs at on workers GPUs
@@ -79,11 +81,38 @@ type Config struct {
 	// of Timing.StartupDelay (a real model's is longer than toyjob's).
 	Startup func(model string) time.Duration
 	Timing
+
+	// Limits are the site's accounting limits (sacctmgr's associations
+	// and QOS, enforced as AccountingStorageEnforce=limits,qos does); nil
+	// for a cluster without accounting. Jobs count against them by their
+	// user, account and QOS (JobSpec).
+	Limits *slurm.Limits
+	// Priority is priority/multifactor's fairshare and age; zero: jobs
+	// are ordered by age alone.
+	Priority Multifactor
+	// Usage is the accounts' past usage at Start, in decayed GPU-seconds
+	// (sshare's RawUsage, in GPU-seconds), for the fairshare factor.
+	Usage map[string]float64
+	// Reservations are the site's reservations (Name, Start, End, Nodes,
+	// Flags, Users); State is set as time passes.
+	Reservations []slurm.Reservation
+	// DefaultTime is the partition's DefaultTime: the time limit of a job
+	// submitted without one (0: none). A job that runs past its time limit
+	// ends in state TIMEOUT.
+	DefaultTime time.Duration
 }
 
 // JobSpec is what sbatch is given.
 type JobSpec struct {
 	Name, User string
+	// Account and QOS are --account and --qos; with accounting (Config.Limits)
+	// a job without them gets its user's association's account and its
+	// default QOS.
+	Account, QOS string
+	// Begin is --begin (zero: none): the job is not started before it.
+	// Hold is sbatch -H: the job is held by its user (JobHeldUser).
+	Begin time.Time
+	Hold  bool
 	// Comment is --comment; a hadar tag makes job_submit.lua give the job
 	// a begin-time lease (Timing.Lease).
 	Comment string
@@ -115,6 +144,7 @@ const (
 	Completed = "COMPLETED"
 	Failed    = "FAILED"
 	Cancelled = "CANCELLED"
+	Timeout   = "TIMEOUT"
 )
 
 // Held reasons, as squeue's %r shows them.
@@ -208,6 +238,10 @@ type Cluster struct {
 	use []nodeUse
 	// live counts the jobs pending or running.
 	live int
+	// acctUsage is the accounts' decayed usage in GPU-seconds at usageAt
+	// (accrue).
+	acctUsage map[string]float64
+	usageAt   time.Time
 }
 
 // nodeUse is what the live allocations take of one node.
@@ -243,7 +277,14 @@ func New(cfg Config) *Cluster {
 	if cfg.Lease <= 0 {
 		cfg.Lease = jobproto.DefaultLease
 	}
-	c := &Cluster{cfg: cfg, now: cfg.Start, jobs: map[string]*Job{}, nextID: 100, nextPrio: 1 << 30}
+	c := &Cluster{cfg: cfg, now: cfg.Start, jobs: map[string]*Job{}, nextID: 100, nextPrio: 1 << 30,
+		acctUsage: map[string]float64{}, usageAt: cfg.Start}
+	for a, u := range cfg.Usage {
+		c.acctUsage[a] = u
+	}
+	for _, r := range cfg.Reservations {
+		c.push(event{at: r.End, kind: evBegin}) // its nodes are free again
+	}
 	for _, ln := range cfg.Layout {
 		n := &node{LayoutNode: ln, cpus: cfg.CPUs, mem: cfg.MemoryMB}
 		for _, g := range ln.GPUs {
@@ -350,10 +391,22 @@ func (c *Cluster) submit(spec JobSpec) string {
 	if spec.User == "" {
 		spec.User = "root"
 	}
+	if spec.TimeLimit <= 0 {
+		spec.TimeLimit = c.cfg.DefaultTime
+	}
+	c.account(&spec)
 	j := &Job{ID: id, Spec: spec, State: Pending, Reason: "Priority", Submit: c.now, Begin: c.now}
+	if spec.Begin.After(c.now) {
+		j.Begin = spec.Begin
+	}
 	if tagged(spec.Comment) {
-		j.Begin = c.now.Add(c.cfg.Lease)
+		j.Begin = j.Begin.Add(c.cfg.Lease)
+	}
+	if j.Begin.After(c.now) {
 		c.push(event{at: j.Begin, kind: evBegin})
+	}
+	if spec.Hold {
+		j.Held, j.heldReason = true, ReasonHeldUser
 	}
 	c.prioritize(j)
 	c.jobs[id] = j
@@ -420,6 +473,7 @@ const (
 	evEnd
 	evRequeued
 	evBegin
+	evTimeout
 )
 
 type event struct {
@@ -491,6 +545,10 @@ func (c *Cluster) handle(e event) {
 		c.requeued(e.job, e.gen)
 	case evBegin:
 		c.kick()
+	case evTimeout:
+		if e.job.gen == e.gen && e.job.State == Running {
+			c.end(e.job, Timeout)
+		}
 	}
 }
 
@@ -552,10 +610,25 @@ func (c *Cluster) schedule(backfill bool) {
 		}
 		queue = append(queue, j)
 	}
-	slices.SortStableFunc(queue, func(a, b *Job) int { return b.prio - a.prio })
+	if c.cfg.Priority.On() {
+		c.accrue()
+		prio := make(map[*Job]int64, len(queue))
+		for _, j := range queue {
+			prio[j] = c.multifactor(j)
+		}
+		// Equal priorities: submission order (queue's).
+		slices.SortStableFunc(queue, func(a, b *Job) int { return cmp.Compare(prio[b], prio[a]) })
+	} else {
+		slices.SortStableFunc(queue, func(a, b *Job) int { return b.prio - a.prio })
+	}
 	blocked := false
 	for _, j := range queue {
 		alloc, reason := c.fit(j)
+		if why := c.overLimit(j, alloc); why != "" {
+			// A job over a limit waits without holding up the queue.
+			j.Reason = why
+			continue
+		}
 		switch {
 		case alloc == nil:
 			j.Reason = reason
@@ -582,6 +655,9 @@ func (c *Cluster) fit(j *Job) ([]grant, string) {
 			if i < 0 || !c.allows(j, c.nodes[i]) {
 				return nil, "BadConstraints"
 			}
+			if c.reserved(j, c.nodes[i]) {
+				return nil, "ReqNodeNotAvail, UnavailableNodes:" + name
+			}
 			g := c.room(j, i)
 			if g == nil {
 				return nil, "Resources"
@@ -603,6 +679,9 @@ func (c *Cluster) fit(j *Job) ([]grant, string) {
 			continue
 		}
 		possible = true
+		if c.reserved(j, n) {
+			continue
+		}
 		if g := c.room(j, i); g != nil {
 			cands = append(cands, cand{g, c.freeCPUs(i)})
 		}
@@ -764,6 +843,7 @@ func (c *Cluster) nodeIndex(name string) int {
 
 // start runs job j on alloc.
 func (c *Cluster) start(j *Job, alloc []grant) {
+	c.accrue()
 	j.State, j.Reason, j.alloc = Running, "None", alloc
 	c.changed()
 	j.Nodes = nil
@@ -803,13 +883,19 @@ func (c *Cluster) start(j *Job, alloc []grant) {
 	case j.Spec.Duration > 0:
 		end = c.now.Add(c.cfg.StartupDelay + j.Spec.Duration)
 	default:
-		return // runs until Finish
+		end = time.Time{} // runs until Finish
 	}
-	c.push(event{at: end, kind: evEnd, job: j, gen: j.gen})
+	if !end.IsZero() {
+		c.push(event{at: end, kind: evEnd, job: j, gen: j.gen})
+	}
+	if j.Spec.TimeLimit > 0 {
+		c.push(event{at: c.now.Add(j.Spec.TimeLimit), kind: evTimeout, job: j, gen: j.gen})
+	}
 }
 
 // end stops a running job in state.
 func (c *Cluster) end(j *Job, state string) {
+	c.accrue()
 	if j.Spec.Model != "" {
 		c.report(j, c.now)
 	}

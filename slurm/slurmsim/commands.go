@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +22,7 @@ func (c *Cluster) Jobs(ctx context.Context) ([]slurm.Job, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.command()
+	c.accrue()
 	out := make([]slurm.Job, 0, c.live)
 	for _, id := range c.liveOrder() {
 		j := c.jobs[id]
@@ -90,7 +92,12 @@ func (c *Cluster) JobDetails(ctx context.Context) ([]slurm.JobDetail, error) {
 			JobState: j.State, Reason: c.reason(j), Restarts: j.Restarts, BatchFlag: 1,
 			ReqNodeList: strings.Join(j.ReqNodes, ","), ExcNodeList: s.Exclude, NodeList: strings.Join(j.Nodes, ","),
 			NumTasks: 1, Partition: "gpu", Features: s.Features, MinCPUsNode: s.CPUs, MinMemoryNodeMB: s.MemoryMB,
-			TimeLimit: s.TimeLimit, Comment: s.Comment, AdminComment: j.AdminComment}
+			TimeLimit: s.TimeLimit, Comment: s.Comment, AdminComment: j.AdminComment, Account: s.Account, QOS: s.QOS}
+		if j.State == Running {
+			for _, t := range slices.Sorted(maps.Keys(j.gpusByType(c))) {
+				d.JobGres = append(d.JobGres, slurm.GRES{Name: "gpu", Type: t, Count: int(j.gpusByType(c)[t])})
+			}
+		}
 		switch {
 		case s.GPUsPerJob > 0:
 			d.TresPerJob = []slurm.GRES{{Name: "gpu", Type: s.GPUType, Count: s.GPUsPerJob}}
@@ -138,6 +145,7 @@ func (c *Cluster) Nodes(ctx context.Context) ([]slurm.Node, error) {
 		case n.raw != "":
 			raw += "+" + n.raw
 		}
+		raw += c.reservationFlags(n)
 		sn.RawState = raw
 		sn.State, sn.Flags = slurm.ParseNodeState(raw)
 		out = append(out, sn)
@@ -277,6 +285,7 @@ func (c *Cluster) RequeueHold(ctx context.Context, ids ...string) error {
 		if j.State != Running {
 			return slurm.ErrJobNotPending
 		}
+		c.accrue()
 		if j.Spec.Model != "" {
 			c.report(j, c.now)
 		}
@@ -328,10 +337,14 @@ func parseStartTime(v string, now time.Time) (time.Time, error) {
 	return t, nil
 }
 
-// sitePriority is squeue's %Q of a pending job that is not held: its age,
-// as Slurm's multifactor age factor orders jobs (earlier first, jobs
+// sitePriority is squeue's %Q of a pending job that is not held: with
+// Config.Priority, priority/multifactor's (fairshare and age); without, its
+// age, as Slurm's multifactor age factor orders jobs (earlier first, jobs
 // submitted in the same second alike); the simulator orders trace jobs the
 // same way (sim.Run).
 func (c *Cluster) sitePriority(j *Job) int64 {
+	if c.cfg.Priority.On() {
+		return c.multifactor(j)
+	}
 	return 1<<40 - int64(j.Submit.Sub(c.cfg.Start)/time.Second)
 }

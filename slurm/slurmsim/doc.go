@@ -22,8 +22,10 @@
 //     slurmd has revoked its credential; seen on 24.11).
 //   - Slurm's own scheduling (sched/backfill, select/cons_tres): a pass
 //     Config.SchedDelay after every submission, release, update or job end
-//     starts the pending jobs that are not held, in priority order (FIFO),
-//     until the first that cannot start; backfill (every
+//     starts the pending jobs that are not held and whose begin time
+//     (--begin, JobSpec.Begin) has come, in priority order (FIFO, or
+//     priority/multifactor's with Config.Priority), until the first that
+//     cannot start; backfill (every
 //     Config.BackfillInterval) starts every later job that fits, since jobs
 //     have no time limit. Nodes are chosen as cons_tres's best fit does (as
 //     observed): the usable nodes with the fewest free CPUs first, in layout
@@ -38,4 +40,17 @@
 //     are brought up to date when they can be read: at JobDetails (the
 //     daemon reads the spool right after it, once a round), a requeue and a
 //     job's end.
+//   - The site (Config.Limits, Priority, Reservations, DefaultTime; a site
+//     file, Site, gives them): a job whose start would exceed a GPU or
+//     running-job limit of its QOS or association (slurm.Limits.CheckGPUJob)
+//     waits with Slurm's reason without holding up the queue;
+//     priority/multifactor orders jobs by fairshare (the classic factor of
+//     the job's account, from decayed GPU-second usage) and age, as squeue's
+//     %Q shows; a job does not start on a reservation's nodes if its time
+//     limit runs into the reservation; a job past its time limit ends in
+//     TIMEOUT. *Cluster reads the limits and reservations back as sacctmgr
+//     and scontrol show reservation do (bridge.SiteReader), and scontrol
+//     show job gives each job's account, QOS and allocated GPUs.
+//   - sbatch -H (JobSpec.Hold) holds a job for its user (JobHeldUser), and
+//     scontrol hold for an admin (JobHeldAdmin): priority 0 until released.
 package slurmsim
