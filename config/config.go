@@ -145,7 +145,8 @@ type Config struct {
 	// Learning bounds what the jobs' progress reports teach the
 	// throughput matrix.
 	Learning LearningConfig `toml:"learning"`
-	// Weights are the site's priority weights of jobs, by account and QOS.
+	// Weights sets the site's priority weights of jobs, by account and
+	// QOS.
 	Weights WeightsConfig `toml:"weights"`
 	// Log configures logging.
 	Log LogConfig `toml:"log"`
