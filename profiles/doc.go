@@ -34,9 +34,8 @@
 //   - outside [MinRate, MaxRate]: ErrInvalid;
 //   - outside [a/MaxSampleRatio, a*MaxSampleRatio], where a is the cell's
 //     imported value, else the rate the daemon planned with
-//     (Observation.Expected, the prior's for a new cell): ErrOutlier. The
-//     bound does not follow the learned value, so repeated lies cannot
-//     ratchet it.
+//     (Observation.Expected, the prior's for a new cell): ErrOutlier. An
+//     imported anchor never moves, so repeated lies cannot ratchet it.
 //
 // A cell keeps the newest samples within three caps: WithSampleCaps per job
 // (default 4) and per user (default 8), and WithLearningWindow in all
