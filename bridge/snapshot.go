@@ -160,13 +160,32 @@ func usableCapacity(v *View) map[string]int {
 }
 
 // sampleBase is the start of a job's next learned-throughput sample: the
-// steps of a report, the time the daemon read it on its own clock, and the
-// placement then. The bridge keeps it in memory: after a restart a job's
-// first report starts a new one.
+// steps of a report, its time as the daemon vouches for it (reportTime),
+// and the placement then. The bridge keeps it in memory: after a restart a
+// job's first report starts a new one.
 type sampleBase struct {
 	steps     float64
-	readAt    time.Time
+	at        time.Time
 	placement string
+}
+
+// reportTime is when a report new this round was written, on the daemon's
+// clock: its own timestamp, the user's, is believed only within the window
+// the daemon can vouch for, after its previous look at the job or the
+// start of its run, whichever is later (lastLook), and no later than this
+// look (now). An honest report keeps its time; a
+// forged one moves a sample's ends by at most a round each.
+func reportTime(at, lastLook, now time.Time) time.Time {
+	if lastLook.IsZero() || lastLook.After(now) {
+		return now
+	}
+	if at.Before(lastLook) {
+		return lastLook
+	}
+	if at.After(now) {
+		return now
+	}
+	return at
 }
 
 // advanceProgress updates a job's progress for one round: a new report
@@ -174,13 +193,13 @@ type sampleBase struct {
 // the job runs, the estimate grows by the matrix rate on its GPU type times
 // the time since the last update. It returns the updated progress and
 // sample base and, when the new report allows it, a learned-throughput
-// sample: the steps since the base over the time between the daemon's two
-// reads (now minus base.readAt: the reports' own timestamps are the user's
-// and only order them), at least minInterval, on one GPU type, with the
-// placement unchanged and within one run.
+// sample: the steps since the base over the time between the two reports
+// as the daemon vouches for it (reportTime), at least minInterval, on one
+// GPU type, with the placement unchanged and within one run.
 func advanceProgress(pr JobProgress, base sampleBase, jv *JobView, gpuType string, rate float64, rep *jobproto.Progress,
 	now time.Time, minInterval time.Duration) (JobProgress, sampleBase, *sample) {
 	pr.JobID = jv.ID
+	lastLook := pr.EstimatedAt // the previous round that saw the job running
 	running := jv.Class == ClassRunning || (jv.Class == ClassPinned && jv.State == "RUNNING")
 	placement := placementString(jv.Nodes, jv.GPUsPerNode)
 	var smp *sample
@@ -205,17 +224,21 @@ func advanceProgress(pr JobProgress, base sampleBase, jv *JobView, gpuType strin
 		// TimeUsed ago; Slurm gives whole seconds, so this errs on the
 		// side of no sample).
 		runStart := now.Add(-jv.TimeUsed)
-		sameRun := running && gpuType != "" && !base.readAt.IsZero() && base.placement == placement && base.readAt.After(runStart)
-		elapsed := now.Sub(base.readAt)
+		if jv.TimeUsed > 0 && runStart.After(lastLook) {
+			lastLook = runStart // this run's reports are written after it began
+		}
+		at := reportTime(rep.At, lastLook, now)
+		sameRun := running && gpuType != "" && !base.at.IsZero() && base.placement == placement && base.at.After(runStart)
+		elapsed := at.Sub(base.at)
 		switch {
 		case sameRun && elapsed < minInterval:
 			// Too soon to measure (a mid-round): the base stays, so the
 			// next sample spans a longer interval.
 		case sameRun && rep.Steps > base.steps:
 			smp = &sample{steps: rep.Steps - base.steps, seconds: elapsed.Seconds()}
-			base = sampleBase{steps: rep.Steps, readAt: now, placement: placement}
+			base = sampleBase{steps: rep.Steps, at: at, placement: placement}
 		default:
-			base = sampleBase{steps: rep.Steps, readAt: now, placement: placement}
+			base = sampleBase{steps: rep.Steps, at: at, placement: placement}
 		}
 		if !running {
 			base = sampleBase{}

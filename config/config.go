@@ -319,10 +319,11 @@ type ModelsConfig struct {
 
 // LearningConfig is the [learning] table.
 type LearningConfig struct {
-	// MinInterval is the shortest interval, on the daemon's clock between
-	// its reads of two reports of a job, that gives a learned-throughput
-	// sample; shorter ones wait for a later report. Default 30s, at least
-	// 1s.
+	// MinInterval is the shortest interval between two reports of a job
+	// that gives a learned-throughput sample (a report's time is believed
+	// only between the daemon's previous look at the job and the round
+	// that reads it); shorter ones wait for a later report. Default 30s, at
+	// least 1s.
 	MinInterval Duration `toml:"min_interval"`
 }
 

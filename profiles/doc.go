@@ -27,7 +27,7 @@
 // # Learning
 //
 // An observation is Steps progressed in Seconds by a job running Workers
-// workers on one GPU type, as the daemon measured it on its own clock; its
+// workers on one GPU type, over an interval the daemon's clock bounds; its
 // rate is Steps/Seconds, and it names the job and its user. The store keeps
 // it as a sample of its cell unless it is out of bounds:
 //

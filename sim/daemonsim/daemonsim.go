@@ -185,7 +185,7 @@ func (s *setup) horizon(trace []sim.TraceJob) time.Time {
 // spec is trace job i as sbatch is given it.
 func (s *setup) spec(i int, tj sim.TraceJob, tagged bool) slurmsim.JobSpec {
 	nodes, gpn := sim.RequestShape(tj.ScaleFactor, s.opts.Layout.MaxGPUsPerNode())
-	sp := slurmsim.JobSpec{Name: traceName(i), User: "sim", NumNodes: nodes, GPUsPerNode: gpn, Model: tj.JobType, Steps: tj.TotalSteps}
+	sp := slurmsim.JobSpec{Name: traceName(i), User: fmt.Sprintf("sim%d", i%3), NumNodes: nodes, GPUsPerNode: gpn, Model: tj.JobType, Steps: tj.TotalSteps}
 	if tagged {
 		sp.Comment = fmt.Sprintf("hadar model=\"%s\" steps=%s", tj.JobType, strconv.FormatFloat(tj.TotalSteps, 'f', -1, 64))
 		if tj.PriorityWeight > 0 && tj.PriorityWeight != 1 {
