@@ -138,7 +138,10 @@ type Bridge struct {
 	uids    map[string]int
 	// distrusted remembers report files already warned about.
 	distrusted map[string]time.Time
-	lastSeen   map[string]string // tagged jobs in the queue at the last look -> state
+	// sampleBases are the starts of the jobs' next throughput samples
+	// (advanceProgress).
+	sampleBases map[string]sampleBase
+	lastSeen    map[string]string // tagged jobs in the queue at the last look -> state
 	// lastQueue is the queue of the last poll, nil once a round has acted
 	// since: what fail-open releases first, without another squeue.
 	lastQueue []slurm.Job
@@ -189,7 +192,7 @@ func New(cfg config.Config, deps Deps) (*Bridge, error) {
 		deps.LookupUID = lookupUID
 	}
 	b := &Bridge{deps: deps, log: deps.Logger.With("component", "bridge"), cfg: cfg,
-		uids: map[string]int{}, distrusted: map[string]time.Time{}, backoffBase: time.Second, backoffMax: 2 * time.Minute}
+		uids: map[string]int{}, distrusted: map[string]time.Time{}, sampleBases: map[string]sampleBase{}, backoffBase: time.Second, backoffMax: 2 * time.Minute}
 	pol, err := newPolicy(cfg)
 	if err != nil {
 		return nil, err
@@ -406,7 +409,7 @@ func (b *Bridge) cycle(ctx context.Context, midRound bool) (RoundReport, error) 
 	// of a matrix row or column; progress reports then replace it.
 	types := clusterTypes(nodes, resolve)
 	measured := tp
-	tp = profiles.WithPrior(measured, types)
+	tp = saneThroughputs(log, profiles.WithPrior(measured, types))
 	prior := sync.OnceValue(func() *profiles.Prior { return profiles.FitPrior(measured) })
 	view := BuildView(ViewInput{
 		Now: now, Jobs: jobs, Nodes: nodes, Details: details, ResolveGPU: resolve,
@@ -434,7 +437,7 @@ func (b *Bridge) cycle(ctx context.Context, midRound bool) (RoundReport, error) 
 
 	// Solve and check.
 	solveStart := clock.Now()
-	der, err := b.solve(ctx, log, cfg, policy, view, tp, measured, progress, siteLimits{budgets, jobLimits}, &rep)
+	der, err := b.solve(ctx, log, cfg, policy, view, tp, measured, progress, siteLimits{budgets, jobLimits, siteWeights(cfg.Weights, details)}, &rep)
 	if err != nil {
 		return b.failRound(ctx, rep, err)
 	}
@@ -511,7 +514,7 @@ func (b *Bridge) solve(ctx context.Context, log *slog.Logger, cfg config.Config,
 	}
 	snap := BuildSnapshot(view, planned, progress, SnapshotParams{Round: cfg.Round.Duration,
 		DefaultDuration: cfg.DefaultDuration.Duration, Preemption: cfg.Preemption, MidRound: rep.MidRound,
-		MoveWithoutProgress: cfg.MoveWithoutProgress, Limits: limits.budgets, JobLimits: limits.jobs})
+		MoveWithoutProgress: cfg.MoveWithoutProgress, Limits: limits.budgets, JobLimits: limits.jobs, SiteWeights: limits.weights})
 	snap.Confirmed = confirmed
 	rep.Snapshot = snap
 	plan, perr := policy.Plan(snap)
@@ -591,6 +594,7 @@ func (b *Bridge) updateProgress(ctx context.Context, log *slog.Logger, cfg confi
 	}
 	out := map[string]JobProgress{}
 	var obs, seen []statedb.Observation
+	var users []string
 	known := map[string]bool{}
 	for _, jv := range slices.Concat(v.Jobs, v.copyJobViews()) {
 		known[jv.ID] = true
@@ -635,36 +639,31 @@ func (b *Bridge) updateProgress(ctx context.Context, log *slog.Logger, cfg confi
 		if g := v.CopyGroup(jv.ID); g != nil {
 			gpuType, rate = g.copyRate(v, tp)
 		}
-		pr, smp := advanceProgress(stored[jv.ID], jv, gpuType, rate, rp, now)
+		pr, base, smp := advanceProgress(stored[jv.ID], b.sampleBases[jv.ID], jv, gpuType, rate, rp, now, cfg.Learning.MinInterval.Duration)
 		out[jv.ID] = pr
+		b.sampleBases[jv.ID] = base
 		if smp != nil {
 			o := statedb.Observation{JobID: jv.ID, Model: jv.Model, GPUType: gpuType, Workers: jv.Workers,
-				Steps: smp.steps, Seconds: smp.seconds, At: rp.At}
+				Steps: smp.steps, Seconds: smp.seconds, At: now}
 			if cfg.DryRun {
 				log.Debug("dry run: not learning from progress", "job", jv.ID)
 			} else {
 				seen = append(seen, o)
+				users = append(users, jv.User)
 			}
 		}
 	}
 	if len(seen) > 0 {
-		learn := make([]profiles.Observation, len(seen))
-		for i, o := range seen {
-			learn[i] = profiles.Observation{JobType: o.Model, GPUType: o.GPUType, Workers: o.Workers,
-				Steps: o.Steps, Seconds: o.Seconds, At: o.At}
-		}
-		for i, err := range b.deps.Store.RecordObservations(ctx, learn) {
-			if err != nil {
-				log.Warn("could not record a throughput observation", "job", seen[i].JobID, "err", err)
-				continue
-			}
-			obs = append(obs, seen[i])
-			b.deps.Metrics.observeSample()
-		}
+		obs = b.learn(ctx, log, tp, seen, users)
 	}
 	for id := range b.distrusted {
 		if !known[id] {
 			delete(b.distrusted, id)
+		}
+	}
+	for id := range b.sampleBases {
+		if !known[id] {
+			delete(b.sampleBases, id)
 		}
 	}
 	var forget []string

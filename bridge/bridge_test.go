@@ -617,9 +617,11 @@ func TestExploreUnconfirmedCells(t *testing.T) {
 		t.Errorf("nothing confirmed, planned rates (-want +got):\n%s", diff)
 	}
 	// Below three samples the imported value stays in use, and with it the
-	// bonus; from the third the learned value is in use, without one.
+	// bonus; from the third (of two users) the learned value is in use,
+	// without one.
 	for n := 1; n <= 3; n++ {
-		if err := h.store.RecordObservation(ctx, profiles.Observation{JobType: model, GPUType: "k80", Workers: 1, Steps: 100, Seconds: 100}); err != nil {
+		if err := h.store.RecordObservation(ctx, profiles.Observation{JobType: model, GPUType: "k80", Workers: 1, Steps: 100, Seconds: 100,
+			JobID: fmt.Sprint(n), User: fmt.Sprint("user", n%2)}); err != nil {
 			t.Fatal(err)
 		}
 		if n == 3 {

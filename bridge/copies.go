@@ -223,10 +223,7 @@ func (jobArrays) snapshotJobs(v *View, tp optimizer.Throughputs, progress map[st
 		}
 		pr := progress[g.ID]
 		total, remaining := plannedWork(g.Job, pr.Done, tp, capacity, p.DefaultDuration)
-		weight := g.Tag.Weight
-		if weight <= 0 {
-			weight = 1
-		}
+		weight := jobWeight(p.SiteWeights, g.ID, g.Tag.Weight)
 		arrival := g.Submit
 		if arrival.IsZero() {
 			arrival = v.Now

@@ -26,6 +26,7 @@ type Metrics struct {
 	actions       *prometheus.CounterVec
 	slurmErrors   *prometheus.CounterVec
 	samples       prometheus.Counter
+	dropped       prometheus.Counter
 }
 
 // NewMetrics registers hadar's metrics in a new registry.
@@ -53,7 +54,10 @@ func NewMetrics() *Metrics {
 	m.samples = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hadar_throughput_samples_total", Help: "Learned-throughput samples recorded from job progress reports.",
 	})
-	m.reg.MustRegister(m.rounds, m.roundDuration, m.jobs, m.gpus, m.actions, m.slurmErrors, m.samples,
+	m.dropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hadar_throughput_samples_dropped_total", Help: "Learned-throughput samples dropped as out of bounds (an outlier against the cell's imported or planned rate, or out of range).",
+	})
+	m.reg.MustRegister(m.rounds, m.roundDuration, m.jobs, m.gpus, m.actions, m.slurmErrors, m.samples, m.dropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every series exists from the start, at 0, so that rate() and alerts
 	// work before the first error.
@@ -174,6 +178,12 @@ func (m *Metrics) observeActions(rs []ActionResult) {
 func (m *Metrics) observeSample() {
 	if m != nil {
 		m.samples.Inc()
+	}
+}
+
+func (m *Metrics) observeDroppedSample() {
+	if m != nil {
+		m.dropped.Inc()
 	}
 }
 

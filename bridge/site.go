@@ -54,6 +54,8 @@ func (b *Bridge) site(ctx context.Context) (*slurm.Limits, []slurm.Reservation) 
 type siteLimits struct {
 	budgets map[string]optimizer.Limit
 	jobs    map[string][]string
+	// weights are the site's weights of the jobs (siteWeights).
+	weights map[string]float64
 }
 
 // jobScope is what a job counts against: its user, account and QOS, and

@@ -34,6 +34,9 @@ type SnapshotParams struct {
 	// optimizer.Snapshot.Limits and each waiting job's Job.Limits.
 	Limits    map[string]optimizer.Limit
 	JobLimits map[string][]string
+	// SiteWeights are the jobs' weights under the site's [weights]
+	// (siteWeights); a job not in it weighs 1, times its tag's weight=.
+	SiteWeights map[string]float64
 }
 
 // BuildSnapshot turns a view into the optimizer's input: one Node per
@@ -59,11 +62,8 @@ func BuildSnapshot(v *View, tp optimizer.Throughputs, progress map[string]JobPro
 			continue // copies enter as their job, below
 		}
 		pr := progress[jv.ID]
-		total, remaining := plannedWork(jv, pr.Done, tp, capacity, p.DefaultDuration)
-		weight := jv.Tag.Weight
-		if weight <= 0 {
-			weight = 1
-		}
+		total, remaining := plannedWork(jv, believableDone(jv, pr, tp, capacity), tp, capacity, p.DefaultDuration)
+		weight := jobWeight(p.SiteWeights, jv.ID, jv.Tag.Weight)
 		arrival := jv.Submit
 		if arrival.IsZero() {
 			arrival = v.Now
@@ -78,6 +78,13 @@ func BuildSnapshot(v *View, tp optimizer.Throughputs, progress map[string]JobPro
 			j.Current = currentTasks(v, jv)
 			j.NoMove = !p.MoveWithoutProgress && !pr.Reported
 			j.NoStop = !p.Preemption || j.NoMove
+			// Reports are the user's: they may not make the work left
+			// smaller than the run so far implies at the matrix rate
+			// (Slurm's TimeUsed of this run), so a report of "1 step
+			// left" after hours neither jumps the queue nor shields the
+			// job from preemption.
+			implied := tp.PlacementRate(jv.Model, jv.Workers, j.Current) * jv.TimeUsed.Seconds()
+			j.RemainingSteps = max(j.RemainingSteps, optimizer.RemainingEstimate(total, implied))
 		}
 		s.Jobs = append(s.Jobs, j)
 	}
@@ -152,14 +159,47 @@ func usableCapacity(v *View) map[string]int {
 	return capacity
 }
 
+// sampleBase is the start of a job's next learned-throughput sample: the
+// steps of a report, its time as the daemon vouches for it (reportTime),
+// and the placement then. The bridge keeps it in memory: after a restart a
+// job's first report starts a new one.
+type sampleBase struct {
+	steps     float64
+	at        time.Time
+	placement string
+}
+
+// reportTime is when a report new this round was written, on the daemon's
+// clock: its own timestamp, the user's, is believed only within the window
+// the daemon can vouch for, after its previous look at the job or the
+// start of its run, whichever is later (lastLook), and no later than this
+// look (now). An honest report keeps its time; a
+// forged one moves a sample's ends by at most a round each.
+func reportTime(at, lastLook, now time.Time) time.Time {
+	if lastLook.IsZero() || lastLook.After(now) {
+		return now
+	}
+	if at.Before(lastLook) {
+		return lastLook
+	}
+	if at.After(now) {
+		return now
+	}
+	return at
+}
+
 // advanceProgress updates a job's progress for one round: a new report
 // (newer than the last one used) replaces the estimate; otherwise, while
 // the job runs, the estimate grows by the matrix rate on its GPU type times
-// the time since the last update. It returns the updated progress and, when
-// the new report allows it, a learned-throughput sample (steps over seconds
-// on one GPU type, with the placement unchanged since the previous report).
-func advanceProgress(pr JobProgress, jv *JobView, gpuType string, rate float64, rep *jobproto.Progress, now time.Time) (JobProgress, *sample) {
+// the time since the last update. It returns the updated progress and
+// sample base and, when the new report allows it, a learned-throughput
+// sample: the steps since the base over the time between the two reports
+// as the daemon vouches for it (reportTime), at least minInterval, on one
+// GPU type, with the placement unchanged and within one run.
+func advanceProgress(pr JobProgress, base sampleBase, jv *JobView, gpuType string, rate float64, rep *jobproto.Progress,
+	now time.Time, minInterval time.Duration) (JobProgress, sampleBase, *sample) {
 	pr.JobID = jv.ID
+	lastLook := pr.EstimatedAt // the previous round that saw the job running
 	running := jv.Class == ClassRunning || (jv.Class == ClassPinned && jv.State == "RUNNING")
 	placement := placementString(jv.Nodes, jv.GPUsPerNode)
 	var smp *sample
@@ -178,15 +218,30 @@ func advanceProgress(pr JobProgress, jv *JobView, gpuType string, rate float64, 
 		pr.Done += rate * dt
 	}
 	if rep != nil && rep.At.After(pr.ReportedAt) && !rep.At.After(now.Add(time.Minute)) {
-		// Both reports must come from this run: a job requeued and started
+		// Both reads must fall in this run: a job requeued and started
 		// again on the same nodes keeps its placement, and a sample across
 		// the restart would count the time it did not run (the run began
 		// TimeUsed ago; Slurm gives whole seconds, so this errs on the
 		// side of no sample).
 		runStart := now.Add(-jv.TimeUsed)
-		if pr.Reported && running && gpuType != "" && pr.ReportedPlacement == placement &&
-			pr.ReportedAt.After(runStart) && rep.Steps > pr.ReportedSteps && rep.At.Sub(pr.ReportedAt) > 0 {
-			smp = &sample{steps: rep.Steps - pr.ReportedSteps, seconds: rep.At.Sub(pr.ReportedAt).Seconds()}
+		if jv.TimeUsed > 0 && runStart.After(lastLook) {
+			lastLook = runStart // this run's reports are written after it began
+		}
+		at := reportTime(rep.At, lastLook, now)
+		sameRun := running && gpuType != "" && !base.at.IsZero() && base.placement == placement && base.at.After(runStart)
+		elapsed := at.Sub(base.at)
+		switch {
+		case sameRun && elapsed < minInterval:
+			// Too soon to measure (a mid-round): the base stays, so the
+			// next sample spans a longer interval.
+		case sameRun && rep.Steps > base.steps:
+			smp = &sample{steps: rep.Steps - base.steps, seconds: elapsed.Seconds()}
+			base = sampleBase{steps: rep.Steps, at: at, placement: placement}
+		default:
+			base = sampleBase{steps: rep.Steps, at: at, placement: placement}
+		}
+		if !running {
+			base = sampleBase{}
 		}
 		pr.Reported = true
 		pr.ReportedSteps = rep.Steps
@@ -203,7 +258,7 @@ func advanceProgress(pr JobProgress, jv *JobView, gpuType string, rate float64, 
 	} else {
 		pr.EstimatedAt = time.Time{}
 	}
-	return pr, smp
+	return pr, base, smp
 }
 
 type sample struct {

@@ -282,6 +282,8 @@ func TestPriorOnlyModelPlannedByTime(t *testing.T) {
 	}
 	// A job's --time comes from scontrol's record, not read here.
 	v.Job("1").TimeLimit = 2 * time.Hour
+	// Job 2 ran long enough for its report (a quarter done) to be believed.
+	v.Job("2").TimeUsed = 20 * time.Minute
 	progress := map[string]JobProgress{"2": {Done: 175}}
 	snap := BuildSnapshot(v, tp, progress, SnapshotParams{Round: time.Minute, DefaultDuration: time.Hour})
 	got := map[string][2]float64{}

@@ -142,6 +142,12 @@ type Config struct {
 	// Models maps names users write in model= to job types of the matrix,
 	// and bounds the job types made for models no matrix knows.
 	Models ModelsConfig `toml:"models"`
+	// Learning bounds what the jobs' progress reports teach the
+	// throughput matrix.
+	Learning LearningConfig `toml:"learning"`
+	// Weights sets the site's priority weights of jobs, by account and
+	// QOS.
+	Weights WeightsConfig `toml:"weights"`
 	// Log configures logging.
 	Log LogConfig `toml:"log"`
 	// Metrics configures the Prometheus endpoint.
@@ -311,6 +317,31 @@ type ModelsConfig struct {
 	Aliases map[string]string `toml:"aliases"`
 }
 
+// LearningConfig is the [learning] table.
+type LearningConfig struct {
+	// MinInterval is the shortest interval between two reports of a job
+	// that gives a learned-throughput sample (a report's time is believed
+	// only between the daemon's previous look at the job and the round
+	// that reads it); shorter ones wait for a later report. Default 30s, at
+	// least 1s.
+	MinInterval Duration `toml:"min_interval"`
+}
+
+// WeightsConfig is the [weights] table: a job's weight in the policy (the
+// hadar policy divides its remaining work by it; gavel's fairness weights
+// it) is its account's times its QOS's times its tag's weight= (which may
+// only lower it, at most 1). An account or QOS not listed weighs 1. Each
+// weight is a number > 0 and at most 1000.
+type WeightsConfig struct {
+	// Accounts maps a Slurm account to its weight, e.g. { "acct_a" = 2 }.
+	Accounts map[string]float64 `toml:"accounts"`
+	// QOS maps a Slurm QOS to its weight, e.g. { "high" = 4 }.
+	QOS map[string]float64 `toml:"qos"`
+}
+
+// MaxWeight bounds an account's or QOS's weight in [weights].
+const MaxWeight = 1000
+
 // LogConfig is the [log] table.
 type LogConfig struct {
 	// Format is "text" (default) or "json".
@@ -350,6 +381,7 @@ func Default() Config {
 		Slurm:            SlurmConfig{CommandTimeout: Duration{60 * time.Second}},
 		Log:              LogConfig{Format: "text", Level: "info"},
 		Models:           ModelsConfig{NewPerRound: 16, NewPerUser: 4},
+		Learning:         LearningConfig{MinInterval: Duration{30 * time.Second}},
 		Metrics:          MetricsConfig{Listen: "127.0.0.1:9788"},
 		Policies:         defaultPolicies(),
 	}
@@ -497,6 +529,7 @@ func (c Config) Validate() error {
 		{"lease", c.Lease.Duration, 10 * time.Second},
 		{"default_duration", c.DefaultDuration.Duration, time.Second},
 		{"slurm.command_timeout", c.Slurm.CommandTimeout.Duration, time.Second},
+		{"learning.min_interval", c.Learning.MinInterval.Duration, time.Second},
 	} {
 		if d.v < d.min {
 			return bad(d.key, "%v is below the minimum %v", d.v, d.min)
@@ -547,6 +580,16 @@ func (c Config) Validate() error {
 	}
 	if c.Models.NewPerUser < 1 {
 		return bad("models.new_per_user", "%d: want at least 1", c.Models.NewPerUser)
+	}
+	for key, m := range map[string]map[string]float64{"weights.accounts": c.Weights.Accounts, "weights.qos": c.Weights.QOS} {
+		for name, w := range m {
+			if strings.TrimSpace(name) == "" {
+				return bad(key, "empty name")
+			}
+			if !(w > 0 && w <= MaxWeight) {
+				return bad(key, "%q = %v: want a number > 0 and at most %d", name, w, MaxWeight)
+			}
+		}
 	}
 	for from, to := range c.Models.Aliases {
 		if jobproto.NormalizeModel(from) == "" || strings.TrimSpace(to) == "" {

@@ -16,8 +16,10 @@ type KeyInfo struct {
 	Key string
 	// Field is the Go field path ("Round", "Slurm.BinDir").
 	Field string
-	// Kind is "string", "duration", "bool" or "map" (a table of strings).
+	// Kind is "string", "duration", "bool" or "map" (a table).
 	Kind string
+	// Elem is the kind of a map's values ("string", "float64").
+	Elem string `json:",omitempty"`
 }
 
 // Keys lists every key of Config in file order, found through the
@@ -46,7 +48,7 @@ func walkConfig(t reflect.Type, prefix, fieldPrefix string, out *[]KeyInfo) {
 		case f.Type.Kind() == reflect.Struct:
 			walkConfig(f.Type, key+".", field+".", out)
 		case f.Type.Kind() == reflect.Map:
-			*out = append(*out, KeyInfo{Key: key, Field: field, Kind: "map"})
+			*out = append(*out, KeyInfo{Key: key, Field: field, Kind: "map", Elem: f.Type.Elem().Kind().String()})
 		case f.Type.Kind() == reflect.Bool:
 			*out = append(*out, KeyInfo{Key: key, Field: field, Kind: "bool"})
 		default:

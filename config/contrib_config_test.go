@@ -28,7 +28,8 @@ func TestExampleConfigMatchesCode(t *testing.T) {
 	}
 	want := Default()
 	want.DataDir = profiles.SystemDir // the default as root, which the example shows
-	if diff := cmp.Diff(want, cfg, cmp.Comparer(func(a, b map[string]string) bool { return len(a) == 0 && len(b) == 0 || cmp.Equal(a, b) })); diff != "" {
+	if diff := cmp.Diff(want, cfg, cmp.Comparer(func(a, b map[string]string) bool { return len(a) == 0 && len(b) == 0 || cmp.Equal(a, b) }),
+		cmp.Comparer(func(a, b map[string]float64) bool { return len(a) == 0 && len(b) == 0 || cmp.Equal(a, b) })); diff != "" {
 		t.Errorf("contrib/hadar.toml differs from Default (-default +example):\n%s", diff)
 	}
 	var raw map[string]any
@@ -73,6 +74,7 @@ func TestKeys(t *testing.T) {
 		"dry_run:bool", "migration_penalty:duration", "preemption:bool", "order:string", "move_without_progress:bool", "launch_timeout:duration", "lease:duration",
 		"default_duration:duration", "explore:float64", "data_dir:string", "spool_dir:string", "default_model:string",
 		"throughputs:string", "slurm.bin_dir:string", "slurm.command_timeout:duration", "gres.aliases:map", "models.new_per_round:int", "models.new_per_user:int", "models.aliases:map",
+		"learning.min_interval:duration", "weights.accounts:map", "weights.qos:map",
 		"log.format:string", "log.level:string", "metrics.listen:string",
 		"policies.hadar.critical:float64", "policies.hadar.price_rounds:int", "policies.hadar.fluid_every:int",
 		"policies.hadar.lead_share:float64", "policies.hadar.min_share:float64", "policies.hadar.share_tie:float64",
@@ -100,6 +102,8 @@ func TestFormatRoundTrip(t *testing.T) {
 			c.Models.Aliases = map[string]string{"bert\tx": "Transformer (batch size 64)"}
 			c.Log = LogConfig{Format: "json", Level: "debug"}
 			c.Metrics.Listen = ""
+			c.Learning.MinInterval = Duration{2 * time.Minute}
+			c.Weights = WeightsConfig{Accounts: map[string]float64{"acct_a": 2, "lab b": 0.5}, QOS: map[string]float64{"high": 4}}
 			return c
 		}(),
 	} {
@@ -109,7 +113,8 @@ func TestFormatRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}
-			if diff := cmp.Diff(cfg, got, cmp.Comparer(func(a, b map[string]string) bool { return len(a) == 0 && len(b) == 0 || cmp.Equal(a, b) })); diff != "" {
+			if diff := cmp.Diff(cfg, got, cmp.Comparer(func(a, b map[string]string) bool { return len(a) == 0 && len(b) == 0 || cmp.Equal(a, b) }),
+				cmp.Comparer(func(a, b map[string]float64) bool { return len(a) == 0 && len(b) == 0 || cmp.Equal(a, b) })); diff != "" {
 				t.Errorf("round trip (-want +got):\n%s\n%s", diff, out)
 			}
 			var raw map[string]any

@@ -15,6 +15,10 @@ const TagWord = "hadar"
 // MaxCopies is the largest copies= a tag may ask for.
 const MaxCopies = 64
 
+// MaxTagWeight is the largest weight= a tag may give: users may only
+// lower their job's weight.
+const MaxTagWeight = 1
+
 // DefaultLease is job_submit.lua's begin-time lease as shipped
 // (HADAR_LEASE_SECONDS): a tagged job waits this long for hadar before
 // Slurm may start it alone, unless hadar renews it.
@@ -37,7 +41,9 @@ type Tag struct {
 	Steps float64
 	// Copies is the HadarE limit on concurrent copies (copies=, 1..64).
 	Copies int
-	// Weight is the job's priority weight (weight=, > 0).
+	// Weight lowers the job's priority weight (weight=, > 0 and at most
+	// 1): users may only lower theirs, as with Slurm's --nice; the site
+	// sets weights per account and QOS (hadar.toml [weights]).
 	Weight float64
 }
 
@@ -71,7 +77,7 @@ const maxTagValue = 256
 //	model=NAME   job type in the throughput matrix (see ModelResolver)
 //	steps=N      total training steps, a number > 0
 //	copies=K     HadarE: at most K concurrent copies, 1..64
-//	weight=W     priority weight, a number > 0
+//	weight=W     lowers the priority weight: a number > 0 and at most 1
 //
 // An unknown key, a bad or empty value, a key given twice, control
 // characters or invalid UTF-8 give a *TagError. A comment that is not a tag
@@ -167,8 +173,8 @@ func (t *Tag) set(key, val string) error {
 		t.Copies = n
 	case "weight":
 		x, err := positive(val)
-		if err != nil {
-			return bad("%q: %v", Clip(val), err)
+		if err != nil || x > MaxTagWeight {
+			return bad("%q: want a number > 0 and at most 1 (a tag may only lower a job's weight; the site sets weights per account and QOS)", Clip(val))
 		}
 		t.Weight = x
 	default:

@@ -30,7 +30,11 @@ func TestParseTag(t *testing.T) {
 		{"bare", "hadar", Tag{}, ""},
 		{"trailing space", "hadar ", Tag{}, ""},
 		{"model", "hadar model=resnet50-bs64", Tag{Model: "resnet50-bs64"}, ""},
-		{"all keys", "hadar model=lm-bs20 steps=1000 copies=3 weight=2.5", Tag{Model: "lm-bs20", Steps: 1000, Copies: 3, Weight: 2.5}, ""},
+		{"all keys", "hadar model=lm-bs20 steps=1000 copies=3 weight=0.25", Tag{Model: "lm-bs20", Steps: 1000, Copies: 3, Weight: 0.25}, ""},
+		{"weight one", "hadar weight=1", Tag{Weight: 1}, ""},
+		// Users may only lower their weight (security review H2).
+		{"weight above one", "hadar weight=1.5", Tag{}, "only lower"},
+		{"huge weight", "hadar weight=1e15", Tag{}, "weight"},
 		{"extra spaces", "hadar   steps=10    model=a3c ", Tag{Model: "a3c", Steps: 10}, ""},
 		{"quoted model", `hadar model="ResNet-50 (batch size 64)" steps=5e3`, Tag{Model: "ResNet-50 (batch size 64)", Steps: 5000}, ""},
 		{"negative steps", "hadar steps=-5", Tag{}, "steps"},

@@ -11,26 +11,40 @@
 //     simulation_throughputs.json (embedded, see Default), loaded when the
 //     database is created (WithSeedMatrix picks another) or with
 //     ImportGavel.
-//   - learned: a running mean of the rates the daemon observes on this
-//     cluster, updated by RecordObservation.
+//   - learned: a robust aggregate of the rates the daemon observes on this
+//     cluster (RecordObservation; see Learning).
 //   - measured: a value an administrator set by hand with Set.
 //
 // Throughputs resolves each cell as follows: a measured value always wins;
-// otherwise a learned value is used once it rests on at least MinSamples
-// observations (WithMinLearnedSamples, default 3); otherwise the imported
-// value; and if there is no imported value either, a learned value with
-// fewer samples is used rather than nothing, since a rate of 0 would keep the
-// optimizer from ever placing the job there and learning more.
+// otherwise a learned value is used once it rests on at least
+// WithMinLearnedSamples observations (default 3) from at least
+// WithMinLearnedUsers users (default 2); otherwise the imported value. A
+// cell with none of these has no value here: the daemon plans it with the
+// prior (WithPrior). A stored rate outside [MinRate, MaxRate] (other than a
+// measured or imported 0, "cannot run") is never used, and Set and
+// ImportGavel refuse one.
 //
 // # Learning
 //
-// An observation is Steps progressed in Seconds of wall time by a job running
-// Workers workers on one GPU type; its rate is Steps/Seconds. The learned
-// estimate is a sample-count-weighted mean: the n-th observation x moves the
-// estimate m to m + (x-m)/min(n, W). For the first W observations
-// (WithLearningWindow, default 20) this is the exact arithmetic mean; after
-// that it becomes an exponentially weighted mean with weight 1/W, so the
-// estimate follows drift (driver upgrades, throttling) instead of freezing.
+// An observation is Steps progressed in Seconds by a job running Workers
+// workers on one GPU type, over an interval the daemon's clock bounds; its
+// rate is Steps/Seconds, and it names the job and its user. The store keeps
+// it as a sample of its cell unless it is out of bounds:
+//
+//   - outside [MinRate, MaxRate]: ErrInvalid;
+//   - outside [a/MaxSampleRatio, a*MaxSampleRatio], where a is the cell's
+//     imported value, else the rate the daemon planned with
+//     (Observation.Expected, the prior's for a new cell): ErrOutlier. An
+//     imported anchor never moves, so repeated lies cannot ratchet it.
+//
+// A cell keeps the newest samples within three caps: WithSampleCaps per job
+// (default 4) and per user (default 8), and WithLearningWindow in all
+// (default 20). Its learned value is the median over users of each user's
+// median rate: every user has one vote, however many jobs or samples he
+// has, so one user cannot outvote two others. (Of an even count the median
+// is the geometric mean of the middle two.) Old samples leave the window as
+// new ones come, so the value follows drift (driver upgrades, throttling).
+// PurgeUser removes one user's samples and recomputes the cells.
 //
 // # Matrices, the catalogue and the prior
 //

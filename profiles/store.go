@@ -27,8 +27,13 @@ var (
 	// ErrAmbiguous reports a GPU type name that matches several types.
 	ErrAmbiguous = errors.New("ambiguous")
 	// ErrInvalid reports an argument out of range: an empty name, a
-	// worker count below 1, a negative, infinite or NaN rate or observation.
+	// worker count below 1, a negative, infinite or NaN rate or observation,
+	// a rate outside [MinRate, MaxRate].
 	ErrInvalid = errors.New("invalid argument")
+	// ErrOutlier reports an observation whose rate is too far from its
+	// cell's imported or expected value to be learned from (see the package
+	// doc, "Learning").
+	ErrOutlier = errors.New("outlier")
 )
 
 // Source says where a throughput came from.
@@ -37,7 +42,8 @@ type Source string
 const (
 	// SourceImported is a published matrix such as Gavel's.
 	SourceImported Source = "imported"
-	// SourceLearned is the running mean of observed rates.
+	// SourceLearned is the robust aggregate of observed rates (see the
+	// package doc, "Learning").
 	SourceLearned Source = "learned"
 	// SourceMeasured is a value an administrator set.
 	SourceMeasured Source = "measured"
@@ -56,7 +62,9 @@ type Row struct {
 	StepsPerSecond float64 `json:"steps_per_s"`
 	Source         Source  `json:"source"`
 	// Samples counts the observations behind a learned value; 0 otherwise.
-	Samples   int       `json:"samples"`
+	Samples int `json:"samples"`
+	// Users counts the users those observations came from.
+	Users     int       `json:"users"`
 	UpdatedAt time.Time `json:"updated_at"`
 	// InUse is true for the row Throughputs takes for its cell.
 	InUse bool `json:"in_use"`
@@ -75,6 +83,14 @@ type Observation struct {
 	Seconds float64
 	// At is the end of the interval; the zero time means now.
 	At time.Time
+	// JobID and User are the job that showed the rate and its owner: a
+	// cell keeps a bounded number of samples of each (see the package doc),
+	// and PurgeUser removes one user's.
+	JobID, User string
+	// Expected is the cell's rate the daemon planned with (the prior's when
+	// the store has no value): with no imported value, the rate must lie
+	// within a factor MaxSampleRatio of it. 0: no relative bound.
+	Expected float64
 }
 
 // Option configures a Store.
@@ -82,7 +98,9 @@ type Option func(*options)
 
 type options struct {
 	minLearnedSamples int
+	minLearnedUsers   int
 	learningWindow    int
+	perJob, perUser   int
 	now               func() time.Time
 	busyTimeout       time.Duration
 	seed              optimizer.Throughputs
@@ -92,9 +110,20 @@ type options struct {
 // before it overrides an imported one (default 3; minimum 1).
 func WithMinLearnedSamples(n int) Option { return func(o *options) { o.minLearnedSamples = n } }
 
-// WithLearningWindow sets W in the learning rule (see the package doc;
-// default 20, minimum 1).
+// WithMinLearnedUsers sets how many users' observations a learned value
+// needs before it is used instead of an imported one or the prior (default
+// 2; minimum 1).
+func WithMinLearnedUsers(n int) Option { return func(o *options) { o.minLearnedUsers = n } }
+
+// WithLearningWindow sets N in the learning rule, the samples a cell keeps
+// (see the package doc; default 20, minimum 1).
 func WithLearningWindow(n int) Option { return func(o *options) { o.learningWindow = n } }
+
+// WithSampleCaps sets how many samples a cell keeps of one job and of one
+// user (see the package doc; defaults 4 and 8, minimum 1).
+func WithSampleCaps(perJob, perUser int) Option {
+	return func(o *options) { o.perJob, o.perUser = perJob, perUser }
+}
 
 // WithClock sets the clock used for updated_at (default time.Now).
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
@@ -127,7 +156,8 @@ type readCache struct {
 
 // updateLearned sets the cached learned row of a cell, reporting false if
 // the cache has no such row.
-func (c *readCache) updateLearned(jobType, gpuType string, workers int, rate float64, samples int, at time.Time, minSamples int) bool {
+func (c *readCache) updateLearned(l learned, o options) bool {
+	jobType, gpuType, workers := l.jobType, l.gpuType, l.workers
 	if c.rows == nil {
 		return true // nothing cached to go stale
 	}
@@ -141,8 +171,8 @@ func (c *readCache) updateLearned(jobType, gpuType string, workers int, rate flo
 		return false
 	}
 	r := &c.rows[i]
-	r.StepsPerSecond, r.Samples, r.UpdatedAt = rate, samples, at.UTC()
-	markCellInUse(c.rows, i, minSamples)
+	r.StepsPerSecond, r.Samples, r.Users, r.UpdatedAt = l.rate, l.samples, l.users, l.at.UTC()
+	markCellInUse(c.rows, i, o)
 	return true
 }
 
@@ -173,14 +203,16 @@ type querier interface {
 // the catalogue's GPU types and DefaultAliases().
 // An existing file keeps its mode.
 func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
-	o := options{minLearnedSamples: 3, learningWindow: 20, now: time.Now, busyTimeout: 5 * time.Second}
+	o := options{minLearnedSamples: 3, minLearnedUsers: 2, learningWindow: 20, perJob: 4, perUser: 8,
+		now: time.Now, busyTimeout: 5 * time.Second}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	if o.seed == nil {
 		o.seed = Default()
 	}
-	if o.minLearnedSamples < 1 || o.learningWindow < 1 || o.now == nil || o.busyTimeout < 0 {
+	if o.minLearnedSamples < 1 || o.minLearnedUsers < 1 || o.learningWindow < 1 || o.perJob < 1 || o.perUser < 1 ||
+		o.now == nil || o.busyTimeout < 0 {
 		return nil, fmt.Errorf("open profiles: %w: bad option", ErrInvalid)
 	}
 	if path == "" || strings.ContainsRune(path, '?') || strings.HasPrefix(path, "file:") || path == ":memory:" {
@@ -413,10 +445,12 @@ func (s *Store) Unset(ctx context.Context, jobType, gpuType string, workers int)
 	return nil
 }
 
-// RecordObservation folds one observed rate, o.Steps/o.Seconds, into the
-// learned value of its cell (see the package doc for the rule) and counts
-// the sample. An observation with no progress (Steps == 0) is rejected: it
-// says more about startup or checkpointing than about throughput.
+// RecordObservation stores one observed rate, o.Steps/o.Seconds, as a
+// sample of its cell and recomputes the cell's learned value from its
+// samples (see the package doc for the rule). An observation with no
+// progress (Steps == 0) is rejected: it says more about startup or
+// checkpointing than about throughput. A rate too far from the cell's
+// imported or expected value is ErrOutlier and not stored.
 func (s *Store) RecordObservation(ctx context.Context, o Observation) error {
 	return s.RecordObservations(ctx, []Observation{o})[0]
 }
@@ -424,16 +458,9 @@ func (s *Store) RecordObservation(ctx context.Context, o Observation) error {
 // RecordObservations records each observation as RecordObservation does,
 // all in one transaction (the daemon's round has one per running job), and
 // returns one error per observation, nil where it was recorded: an invalid
-// observation is skipped, a failed transaction fails them all.
+// or outlying observation is skipped, a failed transaction fails them all.
 func (s *Store) RecordObservations(ctx context.Context, obs []Observation) []error {
 	errs := make([]error, len(obs))
-	type learned struct {
-		jobType, gpuType string
-		workers, samples int
-		rate             float64
-		at               time.Time
-		existed          bool
-	}
 	var done []learned
 	var valid []int
 	for i, o := range obs {
@@ -450,39 +477,40 @@ func (s *Store) RecordObservations(ctx context.Context, obs []Observation) []err
 	if len(valid) == 0 {
 		return errs
 	}
+	var outliers map[int]error
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		done = done[:0]
+		done, outliers = done[:0], map[int]error{}
 		jobTypes, gpuTypes := map[string]bool{}, map[string]string{}
 		for _, i := range valid {
 			o := obs[i]
-			l := learned{jobType: strings.TrimSpace(o.JobType), workers: o.Workers, at: o.At}
-			if l.at.IsZero() {
-				l.at = s.opts.now()
+			c := cellKey{jobType: strings.TrimSpace(o.JobType), workers: o.Workers}
+			at := o.At
+			if at.IsZero() {
+				at = s.opts.now()
 			}
-			if !jobTypes[l.jobType] {
-				if err := ensureJobType(ctx, tx, l.jobType); err != nil {
+			if !jobTypes[c.jobType] {
+				if err := ensureJobType(ctx, tx, c.jobType); err != nil {
 					return err
 				}
-				jobTypes[l.jobType] = true
+				jobTypes[c.jobType] = true
 			}
 			var err error
 			var ok bool
-			if l.gpuType, ok = gpuTypes[o.GPUType]; !ok {
-				if l.gpuType, err = gpuTypeForWrite(ctx, tx, o.GPUType); err != nil {
+			if c.gpuType, ok = gpuTypes[o.GPUType]; !ok {
+				if c.gpuType, err = gpuTypeForWrite(ctx, tx, o.GPUType); err != nil {
 					return err
 				}
-				gpuTypes[o.GPUType] = l.gpuType
+				gpuTypes[o.GPUType] = c.gpuType
 			}
-			err = tx.QueryRowContext(ctx, `SELECT steps_per_s, samples FROM throughputs
-				WHERE job_type = ? AND gpu_type = ? AND workers = ? AND source = ?`,
-				l.jobType, l.gpuType, l.workers, SourceLearned).Scan(&l.rate, &l.samples)
-			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			if err := checkBound(ctx, tx, c, o); err != nil {
+				outliers[i] = err
+				continue
+			}
+			if err := s.addSample(ctx, tx, c, o, at); err != nil {
 				return err
 			}
-			l.existed = err == nil
-			l.samples++
-			l.rate += (o.Steps/o.Seconds - l.rate) / float64(min(l.samples, s.opts.learningWindow))
-			if err := upsert(ctx, tx, l.jobType, l.gpuType, l.workers, SourceLearned, l.rate, l.samples, formatTime(l.at)); err != nil {
+			l, err := s.relearn(ctx, tx, c, at)
+			if err != nil {
 				return err
 			}
 			done = append(done, l)
@@ -491,18 +519,27 @@ func (s *Store) RecordObservations(ctx context.Context, obs []Observation) []err
 	}, func(c *readCache) bool {
 		// Observations come every round: update the cached rows in place.
 		// A new cell (or a new GPU type) reads afresh.
+		if len(outliers) > 0 {
+			return false // it may have added a job or GPU type
+		}
 		for _, l := range done {
-			if !l.existed || !c.updateLearned(l.jobType, l.gpuType, l.workers, l.rate, l.samples, l.at, s.opts.minLearnedSamples) {
+			if !l.existed || !c.updateLearned(l, s.opts) {
 				return false
 			}
 		}
 		return true
 	})
-	if err != nil {
-		for _, i := range valid {
-			o := obs[i]
+	for _, i := range valid {
+		o := obs[i]
+		if err == nil {
+			err := outliers[i]
+			if err == nil {
+				continue
+			}
 			errs[i] = fmt.Errorf("record observation of %s on %d x %s: %w", o.JobType, o.Workers, o.GPUType, err)
+			continue
 		}
+		errs[i] = fmt.Errorf("record observation of %s on %d x %s: %w", o.JobType, o.Workers, o.GPUType, err)
 	}
 	return errs
 }
@@ -519,9 +556,11 @@ func validCell(jobType, gpuType string, workers int) error {
 	return nil
 }
 
+// validRate accepts a stored rate: 0 (the job cannot run there) or one
+// within [MinRate, MaxRate].
 func validRate(r float64) error {
-	if math.IsNaN(r) || math.IsInf(r, 0) || r < 0 {
-		return fmt.Errorf("%w: steps/s %v, want a finite number >= 0", ErrInvalid, r)
+	if r != 0 && !InRange(r) {
+		return fmt.Errorf("%w: steps/s %v, want 0 or a number from %g to %g", ErrInvalid, r, MinRate, MaxRate)
 	}
 	return nil
 }
@@ -533,8 +572,8 @@ func validObservation(o Observation) error {
 		return fmt.Errorf("%w: seconds %v, want a finite number > 0", ErrInvalid, o.Seconds)
 	case bad(o.Steps):
 		return fmt.Errorf("%w: steps %v, want a finite number > 0", ErrInvalid, o.Steps)
-	case bad(o.Steps / o.Seconds):
-		return fmt.Errorf("%w: rate %v steps/s out of range", ErrInvalid, o.Steps/o.Seconds)
+	case !InRange(o.Steps / o.Seconds):
+		return fmt.Errorf("%w: rate %v steps/s out of range [%g, %g]", ErrInvalid, o.Steps/o.Seconds, MinRate, MaxRate)
 	}
 	return nil
 }
@@ -581,14 +620,19 @@ func ensureJobType(ctx context.Context, tx *sql.Tx, name string) error {
 }
 
 func upsert(ctx context.Context, tx *sql.Tx, jobType, gpuType string, workers int, src Source, rate float64, samples int, at string) error {
+	return upsertUsers(ctx, tx, jobType, gpuType, workers, src, rate, samples, 0, at)
+}
+
+func upsertUsers(ctx context.Context, tx *sql.Tx, jobType, gpuType string, workers int, src Source, rate float64, samples, users int, at string) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO throughputs
-		(job_type, gpu_type, workers, source, steps_per_s, samples, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?)
+		(job_type, gpu_type, workers, source, steps_per_s, samples, users, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (job_type, gpu_type, workers, source) DO UPDATE SET
 			steps_per_s = excluded.steps_per_s,
 			samples = excluded.samples,
+			users = excluded.users,
 			updated_at = excluded.updated_at`,
-		jobType, gpuType, workers, src, rate, samples, at)
+		jobType, gpuType, workers, src, rate, samples, users, at)
 	if err != nil {
 		return fmt.Errorf("store %s rate of %s on %d x %s: %w", src, jobType, workers, gpuType, err)
 	}
@@ -730,7 +774,7 @@ func (s *Store) Show(ctx context.Context, jobType string) ([]Row, error) {
 }
 
 func (s *Store) rows(ctx context.Context, jobType string) ([]Row, error) {
-	q := `SELECT job_type, gpu_type, workers, source, steps_per_s, samples, updated_at FROM throughputs`
+	q := `SELECT job_type, gpu_type, workers, source, steps_per_s, samples, users, updated_at FROM throughputs`
 	var args []any
 	if jobType != "" {
 		q += ` WHERE job_type = ?`
@@ -746,7 +790,7 @@ func (s *Store) rows(ctx context.Context, jobType string) ([]Row, error) {
 	for rs.Next() {
 		var r Row
 		var at string
-		if err := rs.Scan(&r.JobType, &r.GPUType, &r.Workers, &r.Source, &r.StepsPerSecond, &r.Samples, &at); err != nil {
+		if err := rs.Scan(&r.JobType, &r.GPUType, &r.Workers, &r.Source, &r.StepsPerSecond, &r.Samples, &r.Users, &at); err != nil {
 			return nil, err
 		}
 		if r.UpdatedAt, err = time.Parse(time.RFC3339Nano, at); err != nil {
@@ -757,14 +801,16 @@ func (s *Store) rows(ctx context.Context, jobType string) ([]Row, error) {
 	if err := rs.Err(); err != nil {
 		return nil, err
 	}
-	markInUse(out, s.opts.minLearnedSamples)
+	markInUse(out, s.opts)
 	return out, nil
 }
 
 // markInUse sets InUse on the row of each cell that the precedence rule
-// picks: measured, else learned with at least minSamples samples, else
-// imported, else learned with fewer samples.
-func markInUse(rows []Row, minSamples int) {
+// picks: measured, else learned from at least minLearnedSamples samples of
+// minLearnedUsers users, else imported. A cell with none of these has no
+// row in use (the prior fills it, see WithPrior). A rate outside
+// [MinRate, MaxRate] (other than a measured or imported 0) is never used.
+func markInUse(rows []Row, o options) {
 	type cell struct {
 		job, gpu string
 		workers  int
@@ -773,7 +819,7 @@ func markInUse(rows []Row, minSamples int) {
 	for i, r := range rows {
 		c := cell{r.JobType, r.GPUType, r.Workers}
 		j, ok := best[c]
-		if rank(r, minSamples) > 0 && (!ok || rank(r, minSamples) > rank(rows[j], minSamples)) {
+		if rank(r, o) > 0 && (!ok || rank(r, o) > rank(rows[j], o)) {
 			best[c] = i
 		}
 	}
@@ -783,15 +829,16 @@ func markInUse(rows []Row, minSamples int) {
 }
 
 // rank orders a cell's rows by the precedence rule (0: never in use).
-func rank(r Row, minSamples int) int {
+func rank(r Row, o options) int {
+	if validRate(r.StepsPerSecond) != nil {
+		return 0 // a database written before the bounds, or by hand
+	}
 	switch {
 	case r.Source == SourceMeasured:
-		return 4
-	case r.Source == SourceLearned && r.Samples >= minSamples:
 		return 3
-	case r.Source == SourceImported:
+	case r.Source == SourceLearned && r.Samples >= o.minLearnedSamples && r.Users >= o.minLearnedUsers && r.StepsPerSecond > 0:
 		return 2
-	case r.Source == SourceLearned:
+	case r.Source == SourceImported:
 		return 1
 	}
 	return 0
@@ -799,7 +846,7 @@ func rank(r Row, minSamples int) int {
 
 // markCellInUse is markInUse for the cell of rows[i] alone, in rows sorted
 // as List returns them (a cell's rows side by side).
-func markCellInUse(rows []Row, i, minSamples int) {
+func markCellInUse(rows []Row, i int, o options) {
 	same := func(j int) bool {
 		return rows[j].JobType == rows[i].JobType && rows[j].GPUType == rows[i].GPUType && rows[j].Workers == rows[i].Workers
 	}
@@ -813,7 +860,7 @@ func markCellInUse(rows []Row, i, minSamples int) {
 	best := -1
 	for j := lo; j < hi; j++ {
 		rows[j].InUse = false
-		if rank(rows[j], minSamples) > 0 && (best < 0 || rank(rows[j], minSamples) > rank(rows[best], minSamples)) {
+		if rank(rows[j], o) > 0 && (best < 0 || rank(rows[j], o) > rank(rows[best], o)) {
 			best = j
 		}
 	}

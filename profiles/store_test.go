@@ -167,9 +167,13 @@ func TestConcurrentFirstOpenSeedsOnce(t *testing.T) {
 		}
 	}
 	s := openTest(t, path)
+	ms, err := loadMigrations(migrationFS)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var n int
-	if err := s.db.QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil || n != 1 {
-		t.Errorf("schema_migrations has %d rows (%v), want 1", n, err)
+	if err := s.db.QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil || n != len(ms) {
+		t.Errorf("schema_migrations has %d rows (%v), want %d", n, err, len(ms))
 	}
 }
 
@@ -264,6 +268,8 @@ type op struct {
 	imported *float64
 	measured *float64
 	observe  []float64 // steps per second, one observation each (Seconds 10)
+	// user owns every observation of observe; "" gives each its own user.
+	user string
 }
 
 func ptr(f float64) *float64 { return &f }
@@ -273,9 +279,10 @@ func TestPrecedence(t *testing.T) {
 	tests := []struct {
 		name       string
 		minSamples int
+		minUsers   int
 		ops        []op
 		wantRate   float64
-		wantSource Source
+		wantSource Source // "": no row in use (the prior fills the cell)
 		// wantConfirmed: the cell is in Confirmed (its value in use is
 		// measured or learned here).
 		wantConfirmed bool
@@ -287,12 +294,21 @@ func TestPrecedence(t *testing.T) {
 		{name: "learned at min samples beats imported",
 			ops:      []op{{imported: ptr(10)}, {observe: []float64{20, 20, 20}}},
 			wantRate: 20, wantSource: SourceLearned, wantConfirmed: true},
-		{name: "configurable min samples",
-			minSamples: 1,
-			ops:        []op{{imported: ptr(10)}, {observe: []float64{30}}},
-			wantRate:   30, wantSource: SourceLearned, wantConfirmed: true},
-		{name: "learned below min samples used when nothing else",
-			ops:      []op{{observe: []float64{7}}},
+		{name: "configurable min samples and users",
+			minSamples: 1, minUsers: 1,
+			ops:      []op{{imported: ptr(10)}, {observe: []float64{30}}},
+			wantRate: 30, wantSource: SourceLearned, wantConfirmed: true},
+		{name: "learned from one user loses to imported",
+			ops:      []op{{imported: ptr(10)}, {observe: []float64{20, 20, 20, 20}, user: "mallory"}},
+			wantRate: 10, wantSource: SourceImported},
+		{name: "learned from one user is not used when nothing else",
+			ops:      []op{{observe: []float64{7, 7, 7}, user: "mallory"}},
+			wantRate: 0},
+		{name: "learned below min samples is not used when nothing else",
+			ops:      []op{{observe: []float64{7, 7}}},
+			wantRate: 0},
+		{name: "learned of two users is used when nothing else",
+			ops:      []op{{observe: []float64{7, 7, 7}}},
 			wantRate: 7, wantSource: SourceLearned, wantConfirmed: true},
 		{name: "measured beats learned and imported",
 			ops:      []op{{imported: ptr(10)}, {observe: []float64{20, 20, 20, 20}}, {measured: ptr(5)}},
@@ -314,6 +330,9 @@ func TestPrecedence(t *testing.T) {
 			if tc.minSamples > 0 {
 				opts = append(opts, WithMinLearnedSamples(tc.minSamples))
 			}
+			if tc.minUsers > 0 {
+				opts = append(opts, WithMinLearnedUsers(tc.minUsers))
+			}
 			s := openTest(t, "", opts...)
 			for _, o := range tc.ops {
 				if o.imported != nil {
@@ -326,8 +345,13 @@ func TestPrecedence(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				for _, r := range o.observe {
-					if err := s.RecordObservation(ctx, Observation{JobType: job, GPUType: gpu, Workers: 2, Steps: r * 10, Seconds: 10}); err != nil {
+				for i, r := range o.observe {
+					user := o.user
+					if user == "" {
+						user = fmt.Sprintf("user%d", i)
+					}
+					if err := s.RecordObservation(ctx, Observation{JobType: job, GPUType: gpu, Workers: 2, Steps: r * 10, Seconds: 10,
+						JobID: fmt.Sprint(i), User: user}); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -343,13 +367,16 @@ func TestPrecedence(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var inUse []Source
+			var inUse, want []Source
 			for _, r := range rows {
 				if r.InUse {
 					inUse = append(inUse, r.Source)
 				}
 			}
-			if diff := cmp.Diff([]Source{tc.wantSource}, inUse); diff != "" {
+			if tc.wantSource != "" {
+				want = []Source{tc.wantSource}
+			}
+			if diff := cmp.Diff(want, inUse); diff != "" {
 				t.Errorf("sources in use (-want +got):\n%s", diff)
 			}
 			confirmed, err := s.Confirmed(ctx)
@@ -364,16 +391,36 @@ func TestPrecedence(t *testing.T) {
 }
 
 func TestRecordObservationLearning(t *testing.T) {
+	type obs struct {
+		job, user string
+		rate      float64
+	}
 	tests := []struct {
-		name   string
-		window int
-		rates  []float64
-		want   float64
+		name        string
+		window      int
+		perJob      int
+		perUser     int
+		obs         []obs
+		want        float64
+		wantSamples int
+		wantUsers   int
+		wantInUse   bool
 	}{
-		{name: "one sample", rates: []float64{4}, want: 4},
-		{name: "arithmetic mean within window", rates: []float64{2, 4, 9}, want: 5},
-		// Window 2: mean of the first two (3), then m += (x-m)/2.
-		{name: "exponential after window", window: 2, rates: []float64{2, 4, 11, 1}, want: 4},
+		{name: "one sample", obs: []obs{{"1", "ann", 4}}, want: 4, wantSamples: 1, wantUsers: 1},
+		{name: "median of one user's samples", obs: []obs{{"1", "ann", 2}, {"1", "ann", 4}, {"1", "ann", 9}},
+			want: 4, wantSamples: 3, wantUsers: 1},
+		// Three users, one vote each: ann's median 4, bob's 6, carol's 30.
+		{name: "median over users", obs: []obs{{"1", "ann", 4}, {"2", "bob", 6}, {"3", "carol", 30}, {"3", "carol", 30}, {"3", "carol", 30}},
+			want: 6, wantSamples: 5, wantUsers: 3, wantInUse: true},
+		// Two votes: the geometric mean of 4 and 9.
+		{name: "geometric mean of two users", obs: []obs{{"1", "ann", 4}, {"2", "bob", 9}, {"2", "bob", 9}},
+			want: 6, wantSamples: 3, wantUsers: 2, wantInUse: true},
+		{name: "window keeps the newest", window: 2, obs: []obs{{"1", "ann", 2}, {"2", "bob", 4}, {"3", "carol", 16}},
+			want: 8, wantSamples: 2, wantUsers: 2},
+		{name: "per-job cap keeps a job's newest", perJob: 1, obs: []obs{{"1", "ann", 2}, {"1", "ann", 3}, {"2", "bob", 3}, {"3", "carol", 3}},
+			want: 3, wantSamples: 3, wantUsers: 3, wantInUse: true},
+		{name: "per-user cap across jobs", perUser: 2, obs: []obs{{"1", "ann", 2}, {"2", "ann", 3}, {"3", "ann", 3}, {"4", "bob", 3}},
+			want: 3, wantSamples: 3, wantUsers: 2, wantInUse: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -382,12 +429,23 @@ func TestRecordObservationLearning(t *testing.T) {
 			if tc.window > 0 {
 				opts = append(opts, WithLearningWindow(tc.window))
 			}
+			if tc.perJob > 0 || tc.perUser > 0 {
+				perJob, perUser := tc.perJob, tc.perUser
+				if perJob == 0 {
+					perJob = 100
+				}
+				if perUser == 0 {
+					perUser = 100
+				}
+				opts = append(opts, WithSampleCaps(perJob, perUser))
+			}
 			s := openTest(t, "", opts...)
 			at := t0.Add(time.Hour)
-			for i, r := range tc.rates {
+			for i, o := range tc.obs {
 				// Seconds vary so the test checks the rate is Steps/Seconds.
 				secs := float64(i + 1)
-				if err := s.RecordObservation(ctx, Observation{JobType: "CycleGAN", GPUType: "V100", Workers: 1, Steps: r * secs, Seconds: secs, At: at}); err != nil {
+				if err := s.RecordObservation(ctx, Observation{JobType: "CycleGAN", GPUType: "V100", Workers: 1,
+					Steps: o.rate * secs, Seconds: secs, At: at, JobID: o.job, User: o.user}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -405,7 +463,7 @@ func TestRecordObservationLearning(t *testing.T) {
 				t.Fatalf("no learned row in %+v", rows)
 			}
 			want := Row{JobType: "CycleGAN", GPUType: "v100", Workers: 1, StepsPerSecond: tc.want,
-				Source: SourceLearned, Samples: len(tc.rates), UpdatedAt: at, InUse: len(tc.rates) >= 3}
+				Source: SourceLearned, Samples: tc.wantSamples, Users: tc.wantUsers, UpdatedAt: at, InUse: tc.wantInUse}
 			if diff := cmp.Diff(want, *got, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
 				t.Errorf("learned row (-want +got):\n%s", diff)
 			}
@@ -827,7 +885,8 @@ func TestCachedReadsSeeEveryWrite(t *testing.T) {
 	// fresh Store reads the file, learned value and InUse included.
 	for i := range 5 {
 		for _, gpu := range []string{"k80", "v100"} {
-			o := Observation{JobType: job, GPUType: gpu, Workers: 1, Steps: float64(100 + 10*i), Seconds: 10}
+			o := Observation{JobType: job, GPUType: gpu, Workers: 1, Steps: float64(100 + 10*i), Seconds: 10,
+				JobID: fmt.Sprint(i), User: fmt.Sprint("user", i)}
 			if err := daemon.RecordObservation(ctx, o); err != nil {
 				t.Fatal(err)
 			}
@@ -849,7 +908,7 @@ func TestCachedReadsSeeEveryWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := tp.Rate(job, "k80", 1); got < 10 || got > 14 {
-		t.Errorf("learned k80 rate %v, want the mean of 10..14 steps/s", got)
+		t.Errorf("learned k80 rate %v, want the median of 10..14 steps/s", got)
 	}
 
 	if gt, err := daemon.ResolveGPUType(ctx, "site_gpu_x"); !errors.Is(err, ErrNotFound) {
@@ -901,7 +960,8 @@ func TestRecordObservationsSkipsOnlyTheInvalid(t *testing.T) {
 			got[r.GPUType] = [2]float64{r.StepsPerSecond, float64(r.Samples)}
 		}
 	}
-	if diff := cmp.Diff(map[string][2]float64{"v100": {6, 2}, "k80": {2, 1}}, got); diff != "" {
+	// One user's two v100 samples: their median, the geometric mean of 5 and 7.
+	if diff := cmp.Diff(map[string][2]float64{"v100": {math.Sqrt(35), 2}, "k80": {2, 1}}, got); diff != "" {
 		t.Errorf("learned rows (-want +got):\n%s", diff)
 	}
 }

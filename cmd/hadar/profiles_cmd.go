@@ -28,7 +28,8 @@ func profilesCommand() *cli.Command {
 			"GPU type, workers) keeps one value per source: imported (Gavel's matrix, loaded when\n" +
 			"the database is created, or `import`), learned (from observed progress) and\n" +
 			"measured (set by hand with `set`). The scheduler uses measured if present, else learned\n" +
-			"once it has 3 samples, else imported; `list` marks the value in use with * (IN USE).\n\n" +
+			"once it has 3 samples from 2 users, else imported; `list` marks the value in use with\n" +
+			"* (IN USE). `purge --user` removes one user's samples (docs/learning.md).\n\n" +
 			"GPU type names from Slurm (gres.conf) map to canonical types through aliases; see\n" +
 			"`hadar profiles alias`.",
 		Flags: []cli.Flag{profilesDBFlag()},
@@ -214,6 +215,35 @@ func profilesCommand() *cli.Command {
 							return err
 						}
 						fmt.Fprintf(c.App.Writer, "%s on %d x %s: measured rate removed\n", job, w, gpu)
+						return nil
+					})
+				},
+			},
+			{
+				Name:  "purge",
+				Usage: "remove one user's learned-throughput samples and recompute the cells they were in",
+				Description: "Every sample a job's progress gave is stored with the job's user. purge removes\n" +
+					"those of --user and recomputes the learned value of each cell they were in from the\n" +
+					"samples left (a cell left with none loses its learned value). hadar-slurmd reads the\n" +
+					"change at its next round.",
+				Flags: []cli.Flag{
+					profilesDBFlag(),
+					&cli.StringFlag{Name: "user", Required: true, Usage: "Slurm user `NAME` whose samples to remove"},
+				},
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 0 {
+						return profilesUsage(c, "takes flags only, no arguments")
+					}
+					user := c.String("user")
+					if strings.TrimSpace(user) == "" {
+						return profilesUsage(c, "--user: want a user name")
+					}
+					return withProfilesStore(c, func(s *profiles.Store) error {
+						n, cells, err := s.PurgeUser(c.Context, user)
+						if err != nil {
+							return err
+						}
+						fmt.Fprintf(c.App.Writer, "removed %d samples of %s from %d cells; their learned values are recomputed\n", n, printable(user), cells)
 						return nil
 					})
 				},

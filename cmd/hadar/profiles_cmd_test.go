@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -328,5 +330,42 @@ func TestProfilesRateUnknownModel(t *testing.T) {
 				t.Errorf("error %v, want one saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// purge removes one user's samples and recomputes the cells (security
+// review H1: one user's reports bent the matrix and nothing could undo it).
+func TestProfilesPurgeUser(t *testing.T) {
+	noEnvDB(t)
+	db := filepath.Join(t.TempDir(), "hadar.db")
+	s, err := profiles.Open(context.Background(), db, profiles.WithMinLearnedSamples(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v100 := profiles.Default()["A3C"]["v100"][1]
+	for i, o := range []struct {
+		user string
+		rate float64
+	}{{"mallory", 7 * v100}, {"mallory", 7 * v100}, {"bob", v100}, {"carol", v100}} {
+		if err := s.RecordObservation(context.Background(), profiles.Observation{JobType: "A3C", GPUType: "v100", Workers: 1,
+			Steps: o.rate * 60, Seconds: 60, JobID: fmt.Sprint(i), User: o.user}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	out := mustRun(t, "--db", db, "purge", "--user", "mallory")
+	if !strings.Contains(out, "removed 2 samples of mallory from 1 cells") {
+		t.Errorf("purge printed %q", out)
+	}
+	for _, r := range decodeRows(t, mustRun(t, "--db", db, "show", "--json", "A3C")) {
+		if r.Source == profiles.SourceLearned && (r.Samples != 2 || r.Users != 2 || math.Abs(r.StepsPerSecond-v100) > 1e-9) {
+			t.Errorf("learned row after the purge: %+v, want bob's and carol's rate %v", r, v100)
+		}
+	}
+	if _, err := runProfiles(t, "", "--db", db, "purge", "--user", "mallory"); err == nil || !strings.Contains(err.Error(), "no samples") {
+		t.Errorf("second purge: %v, want no samples", err)
+	}
+	if _, err := runProfiles(t, "", "--db", db, "purge"); err == nil {
+		t.Error("purge without --user: want an error")
 	}
 }

@@ -311,7 +311,7 @@ apply from the next round after SIGHUP (` + "`systemctl reload hadar-slurmd`" + 
 				continue
 			}
 			if k.Kind == "map" {
-				r.item(bold("["+k.Key+"]")+" (table of strings)", k.Doc)
+				r.item(bold("["+k.Key+"]")+" ("+tableOf(k.Elem)+")", k.Doc)
 				continue
 			}
 			r.item(bold(k.Name)+" = "+escape(k.Default), k.Doc)
@@ -376,7 +376,7 @@ func ConfigMarkdown(configSource []byte) (string, error) {
 			}
 			name, kind, def := "`"+k.Name+"`", k.Kind, "`"+k.Default+"`"
 			if k.Kind == "map" {
-				name, kind, def = "`["+k.Key+"]`", "table of strings", "empty"
+				name, kind, def = "`["+k.Key+"]`", tableOf(k.Elem), "empty"
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", name, kind, def, mdCell(k.Doc))
 		}
@@ -394,4 +394,12 @@ func mdCell(s string) string {
 	s = strings.ReplaceAll(s, "\n\n", "<br>")
 	s = strings.ReplaceAll(s, "|", `\|`)
 	return s
+}
+
+// tableOf names a TOML table by the kind of its values.
+func tableOf(elem string) string {
+	if elem == "float64" {
+		return "table of numbers"
+	}
+	return "table of strings"
 }

@@ -82,7 +82,8 @@ type Options struct {
 	Site *slurmsim.Site
 }
 
-// traceUser is the user of a trace job without one.
+// traceUser is the user of a trace job without one (sim0..sim2, in turn,
+// on a site without accounts).
 const traceUser = "sim"
 
 // CheckTrace says which trace job the site refuses (sbatch would): its
@@ -219,6 +220,11 @@ func (s *setup) spec(i int, tj sim.TraceJob, tagged bool) slurmsim.JobSpec {
 	user := tj.User
 	if user == "" {
 		user = traceUser
+		if s.opts.Site == nil || !s.opts.Site.Accounting() {
+			// Three users, so that the daemon's learning rule (a learned
+			// rate needs samples of two users) learns as on a site.
+			user = fmt.Sprintf("%s%d", traceUser, i%3)
+		}
 	}
 	sp := slurmsim.JobSpec{Name: traceName(i), User: user, Account: tj.Account, QOS: tj.QOS,
 		NumNodes: nodes, GPUsPerNode: gpn, Model: tj.JobType, Steps: tj.TotalSteps}
