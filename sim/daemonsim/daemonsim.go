@@ -230,7 +230,9 @@ func (s *setup) spec(i int, tj sim.TraceJob, tagged bool) slurmsim.JobSpec {
 		NumNodes: nodes, GPUsPerNode: gpn, Model: tj.JobType, Steps: tj.TotalSteps}
 	if tagged {
 		sp.Comment = fmt.Sprintf("hadar model=\"%s\" steps=%s", tj.JobType, strconv.FormatFloat(tj.TotalSteps, 'f', -1, 64))
-		if tj.PriorityWeight > 0 && tj.PriorityWeight != 1 {
+		// A tag may only lower a job's weight (weights above 1 are the
+		// site's: hadar.toml [weights]); a heavier trace job runs at 1.
+		if tj.PriorityWeight > 0 && tj.PriorityWeight < 1 {
 			sp.Comment += " weight=" + strconv.FormatFloat(tj.PriorityWeight, 'f', -1, 64)
 		}
 	}
