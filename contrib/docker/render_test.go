@@ -311,3 +311,104 @@ func TestScriptsUseTheTemplates(t *testing.T) {
 		t.Error(`contrib/hadar.toml has no line listen = "127.0.0.1:9788" for entrypoint.sh's sed to open`)
 	}
 }
+
+// renderFiles renders a layout with extra render arguments and returns
+// every file written, by name, and each file's mode.
+func renderFiles(t *testing.T, layout, mode, version string, args ...string) (map[string]string, map[string]os.FileMode) {
+	t.Helper()
+	out := t.TempDir()
+	cmd := exec.Command(filepath.Join(testcluster, "render"), append([]string{"--layout", layout, "--mode", mode,
+		"--dir", "/var/lib/hadar-cluster", "--out", out, "--slurm-version", version}, args...)...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("render --layout %s --mode %s --slurm-version %s %v: %v\n%s", layout, mode, version, args, err, b)
+	}
+	entries, err := os.ReadDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, modes := map[string]string{}, map[string]os.FileMode{}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(out, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[e.Name()], modes[e.Name()] = string(b), info.Mode().Perm()
+	}
+	return files, modes
+}
+
+// setting is the value of KEY= in a rendered file ("" when absent).
+func setting(conf, key string) string {
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(key) + `=(.*)$`).FindStringSubmatch(conf)
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+// The cluster with accounting renders in docker mode too (contrib/docker/
+// cluster up --accounting): the same slurm.conf as the host kit's but for
+// where slurmdbd runs (the host slurmdbd, not 127.0.0.1), slurmdbd.conf
+// naming the hosts slurmdbd and mariadb, MariaDB listening on the
+// container's network; the host kit's files keep 127.0.0.1. The bare
+// cluster has neither file nor slurmdbd.
+func TestRenderAccountingModes(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	type where struct{ storageHost, dbdHost, dbdAddr, storage, bind string }
+	want := map[string]where{
+		"local":  {"127.0.0.1", "localhost", "127.0.0.1", "127.0.0.1", "127.0.0.1"},
+		"docker": {"slurmdbd", "slurmdbd", "slurmdbd", "mariadb", "0.0.0.0"},
+	}
+	for _, version := range slurmVersions {
+		t.Run(version, func(t *testing.T) {
+			confs := map[string]string{}
+			for mode, w := range want {
+				files, modes := renderFiles(t, "demo", mode, version, "--accounting")
+				conf, dbd, cnf := files["slurm.conf"], files["slurmdbd.conf"], files["mariadb.cnf"]
+				confs[mode] = conf
+				got := where{setting(conf, "AccountingStorageHost"), setting(dbd, "DbdHost"), setting(dbd, "DbdAddr"),
+					setting(dbd, "StorageHost"), setting(cnf, "bind-address")}
+				if got != w {
+					t.Errorf("%s mode: AccountingStorageHost, DbdHost, DbdAddr, StorageHost, bind-address = %+v, want %+v", mode, got, w)
+				}
+				if setting(conf, "AccountingStorageType") != "accounting_storage/slurmdbd" || setting(conf, "PriorityType") != "priority/multifactor" {
+					t.Errorf("%s mode: slurm.conf is not the accounting one:\n%s", mode, conf)
+				}
+				if setting(conf, "AccountingStoragePort") != setting(dbd, "DbdPort") || setting(dbd, "StoragePort") != setting(cnf, "port") {
+					t.Errorf("%s mode: ports disagree: slurm.conf %s, slurmdbd.conf %s/%s, mariadb.cnf %s", mode,
+						setting(conf, "AccountingStoragePort"), setting(dbd, "DbdPort"), setting(dbd, "StoragePort"), setting(cnf, "port"))
+				}
+				if modes["slurmdbd.conf"] != 0o600 {
+					t.Errorf("%s mode: slurmdbd.conf mode %v, want 0600 (it holds the password)", mode, modes["slurmdbd.conf"])
+				}
+			}
+			drop := func(conf string) []string {
+				var keep []string
+				for _, l := range normalize(conf) {
+					if !strings.HasPrefix(l, "AccountingStorageHost=") {
+						keep = append(keep, l)
+					}
+				}
+				return keep
+			}
+			if diff := cmp.Diff(drop(confs["local"]), drop(confs["docker"])); diff != "" {
+				t.Errorf("accounting slurm.conf differs beyond where the daemons run (-local +docker):\n%s", diff)
+			}
+			bare, _ := renderFiles(t, "demo", "docker", version)
+			for _, f := range []string{"slurmdbd.conf", "mariadb.cnf"} {
+				if _, ok := bare[f]; ok {
+					t.Errorf("bare docker render wrote %s", f)
+				}
+			}
+			if got := setting(bare["slurm.conf"], "AccountingStorageType"); got != "accounting_storage/none" {
+				t.Errorf("bare docker render: AccountingStorageType=%s", got)
+			}
+		})
+	}
+}

@@ -10,7 +10,11 @@
 // in its own state directory and port (HADAR_E2E_ACCT_DIR, default
 // /tmp/hadar-e2e-acct; HADAR_E2E_ACCT_PORT, default 24000), so it runs
 // beside the other suites' clusters, and stops it at the end. `make
-// e2e-site` (part of `make test`) runs it.
+// e2e-site` (part of `make test`) runs it. With HADAR_E2E_SITE_CONF naming
+// the slurm.conf of a running cluster with the same accounts, the tests run
+// on that one and leave it running: contrib/ci/e2e-containers runs them so
+// on the container cluster with Slurm 24.11 (contrib/docker/cluster up
+// --accounting), from its login host.
 //
 //   - TestFairshareOrderKept: after bob's account has used the cluster,
 //     alice's tagged jobs start before his, whatever the submission order,

@@ -32,7 +32,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// run starts the accounting test cluster, runs the tests and stops it.
+// run starts the accounting test cluster, runs the tests and stops it; or,
+// with HADAR_E2E_SITE_CONF set, runs them on the running cluster of that
+// slurm.conf and leaves it running.
 func run(m *testing.M) (int, error) {
 	var err error
 	if repo, err = e2eutil.RepoRoot(); err != nil {
@@ -41,6 +43,14 @@ func run(m *testing.M) (int, error) {
 	binDir = e2eutil.EnvOr("HADAR_BIN_DIR", filepath.Join(repo, "bin"))
 	if err := e2eutil.FindBinaries(binDir); err != nil {
 		return 0, err
+	}
+	if existing := os.Getenv("HADAR_E2E_SITE_CONF"); existing != "" {
+		conf = existing
+		users := e2eutil.Run(time.Minute, e2eutil.SlurmEnv(conf), "sacctmgr", "-n", "-P", "show", "user", "format=user")
+		if err := siteUsers(users.Stdout, users.Err); err != nil {
+			return 0, fmt.Errorf("the cluster of HADAR_E2E_SITE_CONF=%s: %w", conf, err)
+		}
+		return m.Run(), nil
 	}
 	clusterEnv = []string{"HADAR_CLUSTER_DIR=" + e2eutil.EnvOr("HADAR_E2E_ACCT_DIR", "/tmp/hadar-e2e-acct"),
 		"HADAR_CLUSTER_PORT=" + e2eutil.EnvOr("HADAR_E2E_ACCT_PORT", "24000"), "HADAR_CLUSTER_LAYOUT=demo"}
@@ -56,6 +66,24 @@ func run(m *testing.M) (int, error) {
 		fmt.Fprintln(os.Stderr, "e2e/site: cluster down:", down.Err)
 	}
 	return code, nil
+}
+
+// siteUsers checks sacctmgr's list of users (one a line) for the site's:
+// the suite needs the accounts of contrib/testcluster/up --accounting.
+func siteUsers(out string, err error) error {
+	if err != nil {
+		return fmt.Errorf("no accounting (sacctmgr show user): %w", err)
+	}
+	have := map[string]bool{}
+	for _, u := range strings.Fields(out) {
+		have[u] = true
+	}
+	for _, u := range []string{"alice", "bob"} {
+		if !have[u] {
+			return fmt.Errorf("no user %s in its accounting (up --accounting makes alice and bob)", u)
+		}
+	}
+	return nil
 }
 
 func requireE2E(t *testing.T) {
