@@ -34,16 +34,17 @@ lint:
 ## tested (e2e-containers-prepare; nothing in test-go is timed, and those tests wait
 ## tens of seconds for what takes seconds), the end-to-end tests on a real Slurm 22.05
 ## test cluster on this host (installed and started by contrib/testcluster/up; needs
-## root), the e2e suite and the cross-host fault tests on the container cluster with
-## Slurm 24.11 (e2e-containers-main) and the suite of the accounting test cluster
-## (e2e-site, Slurm 22.05 with slurmdbd and MariaDB) while every fuzz target runs for
-## FUZZ_TOTAL seconds in all (the three at once: the cluster tests mostly wait; fuzzing runs at nice 19,
-## which yields to the host's processes, not to the containers' own cgroups; each
-## one's output is printed whole when it ends) (docs/reliability.md, docs/docker.md)
+## root), the suite of the accounting test cluster (e2e-site: Slurm 22.05 with slurmdbd and
+## MariaDB of its own), then the e2e suite, the cross-host fault tests and the accounting
+## suite on the container cluster with Slurm 24.11 (e2e-containers-main) while every fuzz
+## target runs for FUZZ_TOTAL seconds in all (the two at once: the container tests mostly
+## wait; fuzzing runs at nice 19, which yields to the host's processes, not to the
+## containers' own cgroups; each one's output is printed whole when it ends) (docs/reliability.md, docs/docker.md)
 test: test-deps
 	$(MAKE) -j2 --output-sync=target test-go e2e-containers-prepare
 	$(MAKE) e2e
-	$(MAKE) -j3 --output-sync=target e2e-containers-main e2e-site fuzz
+	$(MAKE) e2e-site
+	$(MAKE) -j2 --output-sync=target e2e-containers-main fuzz
 
 ## test-go: lint, build, then every Go package's tests (no cluster needed)
 test-go: lint build
