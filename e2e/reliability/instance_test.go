@@ -44,10 +44,16 @@ func waitingIDs(t *testing.T) map[string]bool {
 func TestSecondDaemonRefused(t *testing.T) {
 	tc := need(t)
 	d, ids := startThirtyJobs(t, tc)
-	if !e2eutil.WaitFor(30*time.Second, func() bool { return len(waitingIDs(t)) > 0 && d.waitRounds(1, time.Second) }) {
+	var before map[string]bool
+	if !e2eutil.WaitFor(30*time.Second, func() bool {
+		if !d.waitRounds(1, time.Second) {
+			return false
+		}
+		before = waitingIDs(t)
+		return len(before) > 0
+	}) {
 		t.Fatal("no jobs on the lease of the first daemon")
 	}
-	before := waitingIDs(t)
 	roundsBefore := len(d.rounds())
 	start := time.Now()
 	second := exec.Command(filepath.Join(binDir, "hadar-slurmd"), "--config", d.cfgPath)
@@ -74,6 +80,15 @@ func TestSecondDaemonRefused(t *testing.T) {
 	ok, _ := d.alive()
 	if !ok {
 		t.Fatal("the first daemon died")
+	}
+	// The first daemon may have started some meanwhile (its start sets
+	// the AdminComment too); the second ended no lease: the others still
+	// pending are still on it.
+	for id, j := range byID(queue(t)) {
+		if before[id] && j.State == "PENDING" && !waitsForHadar(j) &&
+			!strings.Contains(mustRun(t, "scontrol", "show", "job", id), "AdminComment=hadar: placed by hadar-slurmd") {
+			t.Errorf("job %s, on the first daemon's lease, is %s %s after the second daemon exited, not started by the first", id, j.State, j.Reason)
+		}
 	}
 	waitDone(t, ids, 180*time.Second)
 	d.term()
