@@ -153,7 +153,14 @@ func waitMix(t *testing.T) {
 // Slurm alone.
 func TestKill9NoGuardianLeaseRunsOut(t *testing.T) {
 	tc := need(t)
-	d, ids := startThirtyJobs(t, tc)
+	// 30 one-GPU jobs of 30 s on 20 GPUs: 10 wait on hadar's lease while
+	// the first 20 run.
+	d := tc.newDaemon("d", defaultDaemonConfig())
+	var ids []string
+	for i := range 30 {
+		ids = append(ids, tc.submit(tagged(t, sleepModels[i%len(sleepModels)], 1, 30)))
+	}
+	d.start()
 	waitMix(t)
 	guardian := 0
 	for _, e := range d.log() {
@@ -184,6 +191,9 @@ func TestKill9NoGuardianLeaseRunsOut(t *testing.T) {
 		if _, ok := leaseEnd[id]; !ok {
 			t.Errorf("job %s submitted with hadar dead is not on its lease", id)
 		}
+	}
+	if len(leaseEnd) < len(late)+5 {
+		t.Fatalf("only %d jobs on hadar's lease after the kill, want the ~10 that wait for GPUs and the 2 submitted after it", len(leaseEnd))
 	}
 	var lastEnd time.Time
 	for id, end := range leaseEnd {
