@@ -101,8 +101,10 @@ type Config struct {
 	// submission (or its user's --begin) plus this, and hadar renews it
 	// for the jobs it has not placed once less than half of it is left
 	// (every poll). It must equal HADAR_LEASE_SECONDS in job_submit.lua.
-	// If hadar-slurmd dies or hangs, every tagged job is Slurm's within
-	// this. At least 4 x poll_interval and 10s. Default 2m.
+	// If hadar-slurmd dies or hangs, every tagged job may be started by
+	// Slurm alone within this (Slurm's next scheduling pass starts it:
+	// sched_interval, 60s by default). At least 4 x poll_interval and
+	// 10s. Default 2m.
 	Lease Duration `toml:"lease"`
 	// DefaultDuration is the run time assumed, on its fastest GPU type, for
 	// a job whose tag gives no steps=. Default 1h.

@@ -262,7 +262,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	if !cfg.DryRun {
 		if w, err := startGuardian(guardianArgs(o), log); err != nil {
-			log.Warn("no fail-open guardian: if the daemon is killed, held jobs stay held until `hadar-slurmd --release-all`", "err", err)
+			log.Warn("no fail-open guardian: if the daemon is killed, its jobs wait until their leases run out (or `hadar-slurmd --release-all`)", "err", err)
 		} else {
 			defer cleanStop(w)
 		}

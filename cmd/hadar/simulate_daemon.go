@@ -26,7 +26,7 @@ import (
 const simulateDaemonHelp = "--layout FILE (or --daemon with --cluster) runs hadar-slurmd's own loop instead: the trace's\n" +
 	"jobs are submitted, tagged, to an in-memory Slurm of the test-cluster layout FILE\n" +
 	"(contrib/testcluster/layouts; --daemon --cluster v100=N,... generates one of\n" +
-	"--gpus-per-node-GPU nodes) with Slurm 22.05's measured behaviour (hold and release,\n" +
+	"--gpus-per-node-GPU nodes) with Slurm 22.05's measured behaviour (the lease and its start,\n" +
 	"NodeList pinning, requeuehold and its 120 s begin time, launch latency, FIFO plus\n" +
 	"backfill), the daemon's rounds (config --config, defaults as hadar-slurmd's; the\n" +
 	"policy is its policy unless --policies is given) place them, and they run as\n" +
