@@ -324,7 +324,7 @@ type LearningConfig struct {
 	// MinInterval is the shortest interval between two reports of a job
 	// that gives a learned-throughput sample (a report's time is believed
 	// only between the daemon's previous look at the job and the round
-	// that reads it); shorter ones wait for a later report. Default 30s, at
+	// that reads it); shorter ones wait for a later report. Default 10s, at
 	// least 1s.
 	MinInterval Duration `toml:"min_interval"`
 }
@@ -383,7 +383,7 @@ func Default() Config {
 		Slurm:            SlurmConfig{CommandTimeout: Duration{60 * time.Second}},
 		Log:              LogConfig{Format: "text", Level: "info"},
 		Models:           ModelsConfig{NewPerRound: 16, NewPerUser: 4},
-		Learning:         LearningConfig{MinInterval: Duration{30 * time.Second}},
+		Learning:         LearningConfig{MinInterval: Duration{10 * time.Second}},
 		Metrics:          MetricsConfig{Listen: "127.0.0.1:9788"},
 		Policies:         defaultPolicies(),
 	}

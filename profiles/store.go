@@ -807,8 +807,9 @@ func (s *Store) rows(ctx context.Context, jobType string) ([]Row, error) {
 
 // markInUse sets InUse on the row of each cell that the precedence rule
 // picks: measured, else learned from at least minLearnedSamples samples of
-// minLearnedUsers users, else imported. A cell with none of these has no
-// row in use (the prior fills it, see WithPrior). A rate outside
+// minLearnedUsers users, else imported, else learned from fewer users. A
+// cell with none of these has no row in use (the prior fills it, see
+// WithPrior). A rate outside
 // [MinRate, MaxRate] (other than a measured or imported 0) is never used.
 func markInUse(rows []Row, o options) {
 	type cell struct {
@@ -833,12 +834,19 @@ func rank(r Row, o options) int {
 	if validRate(r.StepsPerSecond) != nil {
 		return 0 // a database written before the bounds, or by hand
 	}
+	learned := r.Source == SourceLearned && r.Samples >= o.minLearnedSamples && r.StepsPerSecond > 0
 	switch {
 	case r.Source == SourceMeasured:
+		return 4
+	case learned && r.Users >= o.minLearnedUsers:
 		return 3
-	case r.Source == SourceLearned && r.Samples >= o.minLearnedSamples && r.Users >= o.minLearnedUsers && r.StepsPerSecond > 0:
-		return 2
 	case r.Source == SourceImported:
+		return 2
+	case learned:
+		// One user's samples never replace a value imported or measured
+		// elsewhere, but beat the prior's guess (a model only one user
+		// runs is learned; its samples stay within the bounds of the
+		// prior they were checked against).
 		return 1
 	}
 	return 0
