@@ -14,30 +14,16 @@ import (
 	"github.com/hadar-sched/hadar/sim"
 )
 
-// siteFile is the accounting test cluster's site (contrib/testcluster up
-// --accounting: docs/reviews' site-accounting-live.md, e2e/site), written
-// as a site file by hand.
-const siteFile = `# the accounting test cluster
-[priority]
-weight_fairshare = 10000
-weight_age = 1000
-max_age = "1h"
-decay_half_life = "5m"
+// siteFile is the accounting test cluster's site file.
+var siteFile = readSiteFile()
 
-[accounts.acct_a]
-shares = 3
-[accounts.acct_b]
-shares = 1
-
-[users.alice]
-account = "acct_a"
-[users.bob]
-account = "acct_b"
-qos = "gpu4"
-
-[qos.gpu4]
-max_gpus_per_user = 4
-`
+func readSiteFile() string {
+	b, err := os.ReadFile(filepath.Join("..", "..", "contrib", "testcluster", "accounting.site.toml"))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
 
 // qosWorkload is e2e/site's TestQOSLimitPredicted (and the live review's
 // section b): bob, in QOS gpu4 (4 GPUs a user), submits eight one-GPU

@@ -3,6 +3,8 @@ package daemonsim
 import (
 	"context"
 	"math"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -15,26 +17,16 @@ import (
 	"github.com/hadar-sched/hadar/slurm/slurmsim"
 )
 
-// accountingSite is the accounting test cluster's site (e2e/site), a
-// site file written by hand.
-const accountingSite = `
-[priority]
-weight_fairshare = 10000
-weight_age = 1000
-max_age = "1h"
-decay_half_life = "5m"
-[accounts.acct_a]
-shares = 3
-[accounts.acct_b]
-shares = 1
-[users.alice]
-account = "acct_a"
-[users.bob]
-account = "acct_b"
-qos = "gpu4"
-[qos.gpu4]
-max_gpus_per_user = 4
-`
+// accountingSite is the accounting test cluster's site file.
+var accountingSite = readSiteFile()
+
+func readSiteFile() string {
+	b, err := os.ReadFile(filepath.Join("..", "..", "contrib", "testcluster", "accounting.site.toml"))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
 
 // maxRunning is the most jobs of the run that ran at once, in all and of
 // one user.

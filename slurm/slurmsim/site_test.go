@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,29 +16,16 @@ import (
 	"github.com/hadar-sched/hadar/slurm"
 )
 
-// accountingSite is the accounting test cluster's site (contrib/testcluster
-// up --accounting), as a site file; hand-written.
-const accountingSite = `
-[priority]
-weight_fairshare = 10000
-weight_age = 1000
-max_age = "1h"
-decay_half_life = "5m"
+// accountingSite is the accounting test cluster's site file.
+var accountingSite = readSiteFile()
 
-[accounts.acct_a]
-shares = 3
-[accounts.acct_b]
-shares = 1
-
-[users.alice]
-account = "acct_a"
-[users.bob]
-account = "acct_b"
-qos = "gpu4"
-
-[qos.gpu4]
-max_gpus_per_user = 4
-`
+func readSiteFile() string {
+	b, err := os.ReadFile(filepath.Join("..", "..", "contrib", "testcluster", "accounting.site.toml"))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
 
 // siteDemo is the demo layout with a site file applied.
 func siteDemo(t *testing.T, site string) *Cluster {
