@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hadar-sched/hadar/internal/e2eutil"
+	"github.com/hadar-sched/hadar/slurm"
 )
 
 // 7. Load: 2,000 pending tagged jobs (two job arrays of 1,000 tasks, on
@@ -39,14 +40,14 @@ func TestLoad2000PendingJobs(t *testing.T) {
 
 	// Per round: the commands logged since the previous round's end.
 	type seg struct {
-		squeue, nodes, details, updates, places, other int
+		squeue, nodes, details, updates, places, site, other int
 		seconds, observe, solve, enforce               float64
 		jobs                                           int
 	}
 	var segs []seg
 	cur := seg{}
 	var perJob []string
-	versionReads := 0
+	versionReads, limitReads := 0, 0
 	for _, e := range d.log() {
 		switch e.str("msg") {
 		case "slurm command":
@@ -60,6 +61,10 @@ func TestLoad2000PendingJobs(t *testing.T) {
 				cur.details++
 			case argv == "scontrol --version":
 				versionReads++ // once per daemon: whether types can be rewritten
+			case argv == strings.Join(slurm.ReservationQueryArgs, " "):
+				cur.site++ // the site's reservations: one a round
+			case argv == strings.Join(slurm.AssocQueryArgs, " ") || argv == strings.Join(slurm.QOSQueryArgs, " "):
+				limitReads++ // the site's limits: at most every 5 minutes
 			case strings.HasPrefix(argv, "scontrol update JobId=") && strings.Contains(argv, " NodeList="):
 				cur.places++
 			case strings.HasPrefix(argv, "scontrol update ") || strings.HasPrefix(argv, "scontrol release ") ||
@@ -82,6 +87,14 @@ func TestLoad2000PendingJobs(t *testing.T) {
 	}
 	if versionReads > 1 {
 		t.Errorf("the daemon read Slurm's version %d times; once is enough", versionReads)
+	}
+	if limitReads > 4 {
+		t.Errorf("the daemon read the accounting limits %d times; at most every 5 minutes (2 commands each)", limitReads)
+	}
+	for i, sg := range segs {
+		if sg.site > 1 {
+			t.Errorf("round %d read the reservations %d times, want once", i+1, sg.site)
+		}
 	}
 	poll, _ := time.ParseDuration(cfg.Poll)
 	round, _ := time.ParseDuration(cfg.Round)
