@@ -34,8 +34,8 @@ lint:
 ## tested (e2e-containers-prepare; nothing in test-go is timed, and those tests wait
 ## tens of seconds for what takes seconds), the end-to-end tests on a real Slurm 22.05
 ## test cluster on this host (installed and started by contrib/testcluster/up; needs
-## root), the suite of the accounting test cluster (e2e-site: Slurm 22.05 with slurmdbd and
-## MariaDB of its own), then the e2e suite, the cross-host fault tests and the accounting
+## root; ./e2e/... includes e2e/site, the suite of the accounting test cluster: Slurm
+## 22.05 with slurmdbd and MariaDB of its own), then the e2e suite, the cross-host fault tests and the accounting
 ## suite on the container cluster with Slurm 24.11 (e2e-containers-main) while every fuzz
 ## target runs for FUZZ_TOTAL seconds in all (the two at once: the container tests mostly
 ## wait; fuzzing runs at nice 19, which yields to the host's processes, not to the
@@ -43,7 +43,6 @@ lint:
 test: test-deps
 	$(MAKE) -j2 --output-sync=target test-go e2e-containers-prepare
 	$(MAKE) e2e
-	$(MAKE) e2e-site
 	$(MAKE) -j2 --output-sync=target e2e-containers-main fuzz
 
 ## test-go: lint, build, then every Go package's tests (no cluster needed)
@@ -64,9 +63,9 @@ e2e: build
 	  status=0; HADAR_E2E=1 $(GO) test -p 1 -v -count=1 -timeout 60m ./e2e/... || status=$$?; \
 	  contrib/testcluster/down; exit $$status
 
-## e2e-site: end-to-end tests on the accounting test cluster (slurmdbd and MariaDB of its
-## own, multifactor fairshare, QOS limits; its own state dir and port, so it runs beside
-## the other suites' clusters), which the suite brings up and down itself (e2e/site)
+## e2e-site: the end-to-end tests on the accounting test cluster alone (slurmdbd and
+## MariaDB of its own, multifactor fairshare, QOS limits; its own state dir and port),
+## which the suite brings up and down itself (e2e/site; `make e2e` runs it too)
 e2e-site: build
 	HADAR_E2E=1 $(GO) test -p 1 -v -count=1 -timeout 30m ./e2e/site/
 
