@@ -8,6 +8,7 @@ import (
 
 	"github.com/hadar-sched/hadar/config"
 	"github.com/hadar-sched/hadar/internal/statedb"
+	"github.com/hadar-sched/hadar/jobproto"
 	"github.com/hadar-sched/hadar/optimizer"
 	"github.com/hadar-sched/hadar/profiles"
 	"github.com/hadar-sched/hadar/slurm"
@@ -23,6 +24,13 @@ func (b *Bridge) learn(ctx context.Context, log *slog.Logger, tp optimizer.Throu
 		learn[i] = profiles.Observation{JobType: o.Model, GPUType: o.GPUType, Workers: o.Workers,
 			Steps: o.Steps, Seconds: o.Seconds, At: o.At, JobID: o.JobID, User: users[i],
 			Expected: tp.Rate(o.Model, o.GPUType, o.Workers)}
+		if jobproto.IsUnknownModelType(o.Model) {
+			// A model no matrix knows is planned with the prior, whose
+			// steps/s are another model's (the median's): no bound
+			// relative to it, only the absolute range. One user's samples
+			// of it set only its own cells (it is no other model's row).
+			learn[i].Expected = 0
+		}
 	}
 	var kept []statedb.Observation
 	for i, err := range b.deps.Store.RecordObservations(ctx, learn) {

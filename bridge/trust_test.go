@@ -252,3 +252,31 @@ func TestSaneThroughputs(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
+
+// A model no matrix knows is planned with the prior, whose steps/s are the
+// median model's: its own rate, 1000x slower, is learned all the same (the
+// e2e modern site's models are 20-50x off the prior), from one user's jobs.
+func TestUnknownModelLearnedFarFromThePrior(t *testing.T) {
+	h := newHarness(t, nil)
+	id := h.fc.submit("hadar model=my-new-llm steps=100000", 1, 1, t0)
+	h.fc.mu.Lock()
+	j := h.fc.jobs[id]
+	j.begin, j.state, j.reason, j.nodes, j.got, j.started = time.Time{}, "RUNNING", "None", []string{"node1"}, "v100", t0
+	h.fc.mu.Unlock()
+	b := h.bridge()
+	for i := range 6 {
+		if err := jobproto.WriteProgress(h.cfg.SpoolDir, id, 0.01*float64(60*i), h.clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		h.cycle(b)
+		h.clock.advance(time.Minute)
+	}
+	tp, err := h.store.Throughputs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	jt := jobproto.UnknownModelType("my-new-llm")
+	if r := tp.Rate(jt, "v100", 1); r < 0.005 || r > 0.02 {
+		t.Errorf("learned rate of %s on v100 = %v steps/s, want about 0.01", jt, r)
+	}
+}
