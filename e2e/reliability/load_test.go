@@ -41,8 +41,8 @@ func TestLoad2000PendingJobs(t *testing.T) {
 	// Per round: the commands logged since the previous round's end.
 	type seg struct {
 		squeue, nodes, details, updates, places, site, other int
-		seconds, observe, solve, enforce               float64
-		jobs                                           int
+		seconds, observe, solve, enforce                     float64
+		jobs                                                 int
 	}
 	var segs []seg
 	cur := seg{}
